@@ -1,0 +1,291 @@
+"""Write operations: plain functions of a connection, run by the writer.
+
+Each runs inside the writer's transaction and touches only the database, so
+the writer may replay it. The same functions serve command-line tools that
+write directly (holding the writer lock) when no daemon runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ._text import clean_title, split_lineage_title
+from .errors import SessionNotFoundError, TitleConflictError
+
+_JSON_MESSAGE_FIELDS = ("tool_calls", "reasoning_details", "codex_reasoning_items", "codex_message_items")
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+    "api_call_count",
+)
+_BILLING_FIELDS = (
+    "billing_provider",
+    "billing_base_url",
+    "billing_mode",
+    "cost_status",
+    "cost_source",
+    "pricing_version",
+)
+
+
+def _json_or_none(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def create_session(
+    conn: sqlite3.Connection,
+    session_id: str,
+    source: str,
+    *,
+    model: str | None = None,
+    user_id: str | None = None,
+    parent_session_id: str | None = None,
+    model_config: Mapping[str, Any] | str | None = None,
+    system_prompt: str | None = None,
+    started_at: float | None = None,
+) -> bool:
+    """Insert a session; False if it already existed (idempotent for retries)."""
+    cur = conn.execute(
+        "INSERT OR IGNORE INTO sessions (id, source, user_id, model, model_config, system_prompt, "
+        "parent_session_id, started_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            session_id,
+            source,
+            user_id,
+            model,
+            _json_or_none(model_config),
+            system_prompt,
+            parent_session_id,
+            time.time() if started_at is None else started_at,
+        ),
+    )
+    return cur.rowcount == 1
+
+
+def _require_session(conn: sqlite3.Connection, session_id: str) -> None:
+    if conn.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is None:
+        raise SessionNotFoundError(f"No session with id {session_id}.")
+
+
+def end_session(conn: sqlite3.Connection, session_id: str, end_reason: str, *, at: float | None = None) -> bool:
+    """Mark a session ended; the first end wins. False if it was already ended."""
+    _require_session(conn, session_id)
+    cur = conn.execute(
+        "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+        (time.time() if at is None else at, end_reason, session_id),
+    )
+    return cur.rowcount == 1
+
+
+def reopen_session(conn: sqlite3.Connection, session_id: str) -> None:
+    _require_session(conn, session_id)
+    conn.execute("UPDATE sessions SET ended_at = NULL, end_reason = NULL WHERE id = ?", (session_id,))
+
+
+def update_system_prompt(conn: sqlite3.Connection, session_id: str, system_prompt: str) -> None:
+    _require_session(conn, session_id)
+    conn.execute("UPDATE sessions SET system_prompt = ? WHERE id = ?", (system_prompt, session_id))
+
+
+def update_session_model(
+    conn: sqlite3.Connection, session_id: str, model: str | None, model_config: Mapping[str, Any] | str | None = None
+) -> None:
+    _require_session(conn, session_id)
+    conn.execute(
+        "UPDATE sessions SET model = ?, model_config = COALESCE(?, model_config) WHERE id = ?",
+        (model, _json_or_none(model_config), session_id),
+    )
+
+
+def append_message(
+    conn: sqlite3.Connection,
+    session_id: str,
+    role: str,
+    content: str | None = None,
+    *,
+    tool_name: str | None = None,
+    tool_calls: Any = None,
+    tool_call_id: str | None = None,
+    token_count: int | None = None,
+    finish_reason: str | None = None,
+    reasoning: str | None = None,
+    reasoning_content: str | None = None,
+    reasoning_details: Any = None,
+    codex_reasoning_items: Any = None,
+    codex_message_items: Any = None,
+    timestamp: float | None = None,
+) -> int:
+    """Append one message; returns its row id (the proof it was written)."""
+    n_tool_calls = len(tool_calls) if isinstance(tool_calls, list) else 0
+    cur = conn.execute(
+        "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, "
+        "token_count, finish_reason, reasoning, reasoning_content, reasoning_details, "
+        "codex_reasoning_items, codex_message_items) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            session_id,
+            role,
+            content,
+            tool_call_id,
+            _json_or_none(tool_calls),
+            tool_name,
+            time.time() if timestamp is None else timestamp,
+            token_count,
+            finish_reason,
+            reasoning,
+            reasoning_content,
+            _json_or_none(reasoning_details),
+            _json_or_none(codex_reasoning_items),
+            _json_or_none(codex_message_items),
+        ),
+    )
+    updated = conn.execute(
+        "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1, "
+        "tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?",
+        (n_tool_calls, session_id),
+    )
+    if updated.rowcount != 1:  # foreign keys catch this first; kept for FK-less opens
+        raise SessionNotFoundError(f"No session with id {session_id}; the message was not stored.")
+    rowid = cur.lastrowid
+    assert rowid is not None
+    return rowid
+
+
+def message_columns(message: Mapping[str, Any]) -> dict[str, Any]:
+    """Map an OpenAI-format message dict onto append_message's keywords."""
+    cols: dict[str, Any] = {"role": message["role"], "content": message.get("content")}
+    if not isinstance(cols["content"], str | None):
+        cols["content"] = _json_or_none(cols["content"])  # multimodal parts
+    for key in (
+        "tool_call_id",
+        "tool_calls",
+        "token_count",
+        "finish_reason",
+        "reasoning",
+        "reasoning_content",
+        "reasoning_details",
+        "codex_reasoning_items",
+        "codex_message_items",
+        "timestamp",
+    ):
+        if message.get(key) is not None:
+            cols[key] = message[key]
+    name = message.get("tool_name") or (message.get("name") if message["role"] == "tool" else None)
+    if name is not None:
+        cols["tool_name"] = name
+    return cols
+
+
+def record_usage(conn: sqlite3.Connection, session_id: str, **usage: Any) -> None:
+    """Add token counts and api calls; set billing fields; add costs."""
+    _require_session(conn, session_id)
+    sets: list[str] = []
+    params: list[Any] = []
+    for key in _USAGE_FIELDS:
+        if usage.get(key):
+            sets.append(f"{key} = COALESCE({key}, 0) + ?")
+            params.append(int(usage[key]))
+    for key in ("estimated_cost_usd", "actual_cost_usd"):
+        if usage.get(key) is not None:
+            sets.append(f"{key} = COALESCE({key}, 0) + ?")
+            params.append(float(usage[key]))
+    for key in _BILLING_FIELDS:
+        if usage.get(key) is not None:
+            sets.append(f"{key} = ?")
+            params.append(str(usage[key]))
+    unknown = set(usage) - set(_USAGE_FIELDS) - set(_BILLING_FIELDS) - {"estimated_cost_usd", "actual_cost_usd"}
+    if unknown:
+        raise ValueError(f"unknown usage fields: {sorted(unknown)}")
+    if sets:
+        conn.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", (*params, session_id))
+
+
+# ------------------------------------------------------------------ titles
+
+
+def next_title_in_lineage(conn: sqlite3.Connection, title: str) -> str:
+    """``"X"`` -> ``"X #2"`` (or one past the highest number already used)."""
+    base, _ = split_lineage_title(title)
+    escaped = base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    highest = 0
+    for (existing,) in conn.execute(
+        "SELECT title FROM sessions WHERE title = ? OR title LIKE ? ESCAPE '\\'", (base, f"{escaped} #%")
+    ):
+        b, n = split_lineage_title(existing)
+        if b == base:
+            highest = max(highest, n)
+    return f"{base} #{max(highest, 1) + 1}"
+
+
+def set_session_title(conn: sqlite3.Connection, session_id: str, title: str | None) -> str | None:
+    """Set (or, with an empty title, clear) a title; unique among sessions."""
+    _require_session(conn, session_id)
+    cleaned = clean_title(title) if title is not None else None
+    if cleaned is not None:
+        other = conn.execute(
+            "SELECT id FROM sessions WHERE title = ? AND id != ?", (cleaned, session_id)
+        ).fetchone()
+        if other is not None:
+            raise TitleConflictError(cleaned, other[0], next_title_in_lineage(conn, cleaned))
+    conn.execute("UPDATE sessions SET title = ? WHERE id = ?", (cleaned, session_id))
+    return cleaned
+
+
+# ------------------------------------------------------------------ cleanup
+
+
+def _delete_sessions(conn: sqlite3.Connection, ids: list[str]) -> int:
+    deleted = 0
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ",".join("?" * len(chunk))
+        # Children keep living; they just lose the link to a parent that is gone.
+        conn.execute(f"UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", chunk)
+        deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk).rowcount
+    return deleted
+
+
+def delete_session(conn: sqlite3.Connection, session_id: str) -> bool:
+    return _delete_sessions(conn, [session_id]) == 1
+
+
+def clear_messages(conn: sqlite3.Connection, session_id: str) -> int:
+    _require_session(conn, session_id)
+    n = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,)).rowcount
+    conn.execute("UPDATE sessions SET message_count = 0, tool_call_count = 0 WHERE id = ?", (session_id,))
+    return n
+
+
+def prune_sessions(
+    conn: sqlite3.Connection, older_than_days: float = 90, source: str | None = None, *, now: float | None = None
+) -> int:
+    """Delete ended sessions that started more than N days ago. Active ones never."""
+    cutoff = (time.time() if now is None else now) - older_than_days * 86400.0
+    sql = "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND started_at < ?"
+    params: list[Any] = [cutoff]
+    if source:
+        sql += " AND source = ?"
+        params.append(source)
+    ids = [row[0] for row in conn.execute(sql, params)]
+    return _delete_sessions(conn, ids)
+
+
+def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute("INSERT INTO state_meta(key, value) VALUES (?, ?) "
+                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (key, value))
+
+
+def get_meta(conn: sqlite3.Connection, key: str) -> str | None:
+    row = conn.execute("SELECT value FROM state_meta WHERE key = ?", (key,)).fetchone()
+    return None if row is None else str(row[0])

@@ -1,0 +1,222 @@
+"""``StateStore``: the async door to state.db (one writer, read-only readers)."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from . import _ops, _queries
+from ._reader import Reader
+from ._writer import Writer, WriterSettings
+
+T = TypeVar("T")
+log = structlog.get_logger("hermes.storage")
+
+AUTO_PRUNE_META_KEY = "last_auto_prune"
+
+
+@dataclass(frozen=True)
+class AutoPruneSettings:
+    """``sessions.*`` in config.yaml; off by default (history powers search)."""
+
+    auto_prune: bool = False
+    retention_days: float = 90
+    vacuum_after_prune: bool = True
+    min_interval_hours: float = 24
+
+
+def is_scaffolding(message: Mapping[str, Any]) -> bool:
+    """An assistant message with nothing in it: no text, no tool calls, no reasoning.
+
+    Such messages are placeholders of an unfinished step; they are never persisted.
+    """
+    if message.get("role") != "assistant":
+        return False
+    content = message.get("content")
+    has_text = isinstance(content, str) and content.strip() != "" or (content not in (None, "") and not isinstance(content, str))
+    return not (has_text or message.get("tool_calls") or message.get("reasoning") or message.get("reasoning_content"))
+
+
+class StateStore:
+    """Every operation of the reference, awaited. Writes resolve after COMMIT."""
+
+    def __init__(self, path: Path, *, writer_settings: WriterSettings | None = None, readers: int = 4) -> None:
+        self.path = Path(path)
+        self.writer = Writer(self.path, writer_settings)
+        self._readers = readers
+        self._reader: Reader | None = None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> StateStore:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def open(self) -> None:
+        await self.writer.start()
+        self._reader = Reader(self.path, workers=self._readers)
+
+    async def close(self) -> None:
+        await self.writer.aclose()
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    @property
+    def reader(self) -> Reader:
+        if self._reader is None:
+            raise RuntimeError("StateStore is not open")
+        return self._reader
+
+    async def write(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        return await self.writer.submit(op)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        return await self.reader.run(fn)
+
+    # ----------------------------------------------------------------- sessions
+
+    async def create_session(self, session_id: str, source: str, **kwargs: Any) -> bool:
+        return await self.write(partial(_ops.create_session, session_id=session_id, source=source, **kwargs))
+
+    async def end_session(self, session_id: str, end_reason: str) -> bool:
+        return await self.write(partial(_ops.end_session, session_id=session_id, end_reason=end_reason))
+
+    async def reopen_session(self, session_id: str) -> None:
+        await self.write(partial(_ops.reopen_session, session_id=session_id))
+
+    async def update_system_prompt(self, session_id: str, system_prompt: str) -> None:
+        await self.write(partial(_ops.update_system_prompt, session_id=session_id, system_prompt=system_prompt))
+
+    async def record_usage(self, session_id: str, **usage: Any) -> None:
+        await self.write(partial(_ops.record_usage, session_id=session_id, **usage))
+
+    async def get_session(self, session_id: str) -> dict[str, Any] | None:
+        return await self.read(partial(_queries.get_session, session_id=session_id))
+
+    async def resolve_session_id(self, id_or_prefix: str) -> str:
+        return await self.read(partial(_queries.resolve_session_id, id_or_prefix=id_or_prefix))
+
+    # ----------------------------------------------------------------- messages
+
+    async def append_message(self, session_id: str, role: str, content: str | None = None, **kwargs: Any) -> int:
+        return await self.write(partial(_ops.append_message, session_id=session_id, role=role,
+                                         content=content, **kwargs))
+
+    async def persist_message(self, session_id: str, message: Mapping[str, Any]) -> int | None:
+        """Persist one OpenAI-format message the moment it is produced.
+
+        Returns the row id, or None for an empty assistant placeholder, which is
+        never stored. There is no "flushed up to N" bookkeeping to go stale.
+        """
+        if is_scaffolding(message):
+            return None
+        cols = _ops.message_columns(message)
+        return await self.write(partial(_ops.append_message, session_id=session_id, **cols))
+
+    async def get_messages(self, session_id: str) -> list[dict[str, Any]]:
+        return await self.read(partial(_queries.get_messages, session_id=session_id))
+
+    async def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]:
+        return await self.read(partial(_queries.get_messages_as_conversation, session_id=session_id))
+
+    async def clear_messages(self, session_id: str) -> int:
+        return await self.write(partial(_ops.clear_messages, session_id=session_id))
+
+    # ------------------------------------------------------------------- titles
+
+    async def set_session_title(self, session_id: str, title: str | None) -> str | None:
+        return await self.write(partial(_ops.set_session_title, session_id=session_id, title=title))
+
+    async def resolve_session_by_title(self, title: str) -> str | None:
+        return await self.read(partial(_queries.resolve_session_by_title, title=title))
+
+    async def get_next_title_in_lineage(self, title: str) -> str:
+        return await self.read(partial(_ops.next_title_in_lineage, title=title))
+
+    # ------------------------------------------------------------------- search
+
+    async def search_messages(self, query: str, **kwargs: Any) -> list[dict[str, Any]]:
+        return await self.read(partial(_queries.search_messages, query=query, **kwargs))
+
+    async def search_sessions(self, query: str, **kwargs: Any) -> list[dict[str, Any]]:
+        return await self.read(partial(_queries.search_sessions, query=query, **kwargs))
+
+    async def messages_around(self, session_id: str, around_message_id: int, window: int = 10) -> dict[str, Any]:
+        return await self.read(partial(_queries.messages_around, session_id=session_id,
+                                       around_message_id=around_message_id, window=window))
+
+    async def lineage_ancestors(self, session_id: str) -> list[dict[str, Any]]:
+        return await self.read(partial(_queries.lineage_ancestors, session_id=session_id))
+
+    async def lineage_descendants(self, session_id: str) -> list[dict[str, Any]]:
+        return await self.read(partial(_queries.lineage_descendants, session_id=session_id))
+
+    async def recent_sessions(self, **kwargs: Any) -> list[dict[str, Any]]:
+        return await self.read(partial(_queries.recent_sessions, **kwargs))
+
+    async def token_stats(self, top: int = 10) -> dict[str, list[dict[str, Any]]]:
+        return await self.read(partial(_queries.token_stats, top=top))
+
+    async def stats(self) -> dict[str, Any]:
+        return await self.read(partial(_queries.stats, db_path=self.path))
+
+    # ------------------------------------------------------------ export, prune
+
+    async def export_session(self, session_id: str) -> dict[str, Any] | None:
+        return await self.read(partial(_queries.export_session, session_id=session_id))
+
+    async def export_all(self, source: str | None = None) -> list[dict[str, Any]]:
+        return await self.read(partial(_queries.export_all, source=source))
+
+    async def delete_session(self, session_id: str) -> bool:
+        return await self.write(partial(_ops.delete_session, session_id=session_id))
+
+    async def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
+        return await self.write(partial(_ops.prune_sessions, older_than_days=older_than_days, source=source))
+
+    async def vacuum(self) -> None:
+        await self.writer.submit(lambda conn: conn.execute("VACUUM"), transactional=False)
+
+    async def maybe_auto_prune(self, settings: AutoPruneSettings, *, now: float | None = None) -> int | None:
+        """The startup sweep: None when off or when it ran too recently.
+
+        The last run is kept in state_meta, so every process of a home shares it.
+        """
+        if not settings.auto_prune:
+            return None
+        now = time.time() if now is None else now
+        min_gap = settings.min_interval_hours * 3600.0
+
+        def sweep(conn: sqlite3.Connection) -> int | None:
+            last = _ops.get_meta(conn, AUTO_PRUNE_META_KEY)
+            if last is not None and now - float(last) < min_gap:
+                return None
+            deleted = _ops.prune_sessions(conn, settings.retention_days, now=now)
+            _ops.set_meta(conn, AUTO_PRUNE_META_KEY, repr(now))
+            return deleted
+
+        deleted = await self.write(sweep)
+        if deleted and settings.vacuum_after_prune:
+            await self.vacuum()
+        if deleted is not None:
+            log.info("storage.auto_prune", deleted=deleted, retention_days=settings.retention_days)
+        return deleted
+
+    async def get_meta(self, key: str) -> str | None:
+        return await self.read(partial(_ops.get_meta, key=key))
+
+    async def set_meta(self, key: str, value: str) -> None:
+        await self.write(partial(_ops.set_meta, key=key, value=value))
+
+
