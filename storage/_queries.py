@@ -30,7 +30,7 @@ def _decode(value: Any) -> Any:
 
 
 def _row_dict(row: sqlite3.Row) -> dict[str, Any]:
-    return {key: row[key] for key in row.keys()}  # noqa: SIM118 - sqlite3.Row is not a Mapping
+    return {key: row[key] for key in row.keys()}
 
 
 # ---------------------------------------------------------------- sessions
@@ -313,6 +313,47 @@ def _neighbour(conn: sqlite3.Connection, session_id: str, message_id: int, befor
     return {"id": row["id"], "role": row["role"], "content": _short(row["content"])}
 
 
+def _short_cjk_terms(query: str) -> list[str] | None:
+    """CJK terms under three characters, which the trigram index cannot match."""
+    if not has_cjk(query):
+        return None
+    terms = [t.strip('"*()') for t in query.split() if t not in ("AND", "OR", "NOT")]
+    terms = [t for t in terms if t]
+    if terms and any(len(t) < 3 for t in terms):
+        return terms
+    return None
+
+
+def _like_snippet(content: str, term: str, width: int = 40) -> str:
+    at = content.find(term)
+    if at < 0:
+        return content[: width * 2]
+    start, end = max(0, at - width), min(len(content), at + len(term) + width)
+    return (
+        ("..." if start else "")
+        + content[start:at] + ">>>" + term + "<<<" + content[at + len(term) : end]
+        + ("..." if end < len(content) else "")
+    )
+
+
+def _search_like(
+    conn: sqlite3.Connection, terms: list[str], where: str, params: list[Any], limit: int, offset: int
+) -> list[sqlite3.Row]:
+    # A scan, but only for one- and two-character CJK queries, which no index serves.
+    likes = " AND ".join("m.content LIKE ? ESCAPE '\\'" for _ in terms)
+    rows: list[sqlite3.Row] = conn.execute(
+        f"""
+        SELECT m.id, m.session_id, m.role, m.timestamp, m.content AS snippet,
+               s.source, s.model, s.started_at AS session_started
+        FROM messages m JOIN sessions s ON s.id = m.session_id
+        WHERE {likes} {where}
+        ORDER BY m.id DESC LIMIT ? OFFSET ?
+        """,
+        (*[f"%{_escape_like(t)}%" for t in terms], *params, limit, offset),
+    ).fetchall()
+    return rows
+
+
 def search_messages(
     conn: sqlite3.Connection,
     query: str,
@@ -329,7 +370,11 @@ def search_messages(
         return []
     table, fts_query = plan
     where, params = _filters(source_filter, exclude_sources, role_filter)
-    rows = conn.execute(
+    short_terms = _short_cjk_terms(query)
+    if short_terms is not None:
+        rows = _search_like(conn, short_terms, where, params, limit, offset)
+    else:
+        rows = conn.execute(
         f"""
         SELECT m.id, m.session_id, m.role, m.timestamp,
                snippet({table}, -1, '>>>', '<<<', '...', 40) AS snippet,
@@ -341,11 +386,13 @@ def search_messages(
         ORDER BY f.rank, m.id DESC
         LIMIT ? OFFSET ?
         """,
-        (fts_query, *params, limit, offset),
-    ).fetchall()
+            (fts_query, *params, limit, offset),
+        ).fetchall()
     results = []
     for row in rows:
         d = _row_dict(row)
+        if short_terms is not None:
+            d["snippet"] = _like_snippet(d["snippet"] or "", short_terms[0])
         d["context"] = [
             c
             for c in (

@@ -195,7 +195,67 @@ class Migration:
 
 # Gateway tables arrive as numbered migrations after 11; issues that need a
 # table append a step here, never edit a released one.
-GATEWAY_MIGRATIONS: tuple[Migration, ...] = ()
+GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
+    Migration(
+        12,
+        "gateway routing index, inbound dedupe, outbound delivery ledger, queued titles",
+        (
+            # key -> the session a chat is talking to now (rebindable by
+            # /resume and /handoff). No foreign key: a session deleted by a CLI
+            # leaves a stale entry that the router heals, never a failed write.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_session_index (
+                session_key TEXT PRIMARY KEY,
+                session_id TEXT NOT NULL,
+                platform TEXT NOT NULL,
+                chat_id TEXT,
+                chat_type TEXT,
+                thread_id TEXT,
+                user_id TEXT,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_session_index_session ON gateway_session_index(session_id)",
+            """
+            CREATE TABLE IF NOT EXISTS gateway_inbound_seen (
+                platform TEXT NOT NULL,
+                delivery_key TEXT NOT NULL,
+                seen_at REAL NOT NULL,
+                PRIMARY KEY (platform, delivery_key)
+            ) WITHOUT ROWID
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_inbound_seen_at ON gateway_inbound_seen(seen_at)",
+            """
+            CREATE TABLE IF NOT EXISTS gateway_outbound (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                session_key TEXT,
+                session_id TEXT,
+                platform TEXT NOT NULL,
+                chat_id TEXT NOT NULL,
+                thread_id TEXT,
+                reply_to TEXT,
+                text TEXT NOT NULL,
+                status TEXT NOT NULL DEFAULT 'pending',
+                attempts INTEGER NOT NULL DEFAULT 0,
+                error TEXT,
+                created_at REAL NOT NULL,
+                sent_at REAL
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_outbound_status ON gateway_outbound(status, created_at)",
+            """
+            CREATE TABLE IF NOT EXISTS gateway_pending_titles (
+                session_key TEXT PRIMARY KEY,
+                title TEXT NOT NULL,
+                created_at REAL NOT NULL
+            )
+            """,
+            # Messages are read back in the order they were produced (row id).
+            "CREATE INDEX IF NOT EXISTS idx_messages_session_id ON messages(session_id, id)",
+        ),
+    ),
+)
 
 
 def latest_version() -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -40,7 +40,7 @@ def is_scaffolding(message: Mapping[str, Any]) -> bool:
     if message.get("role") != "assistant":
         return False
     content = message.get("content")
-    has_text = isinstance(content, str) and content.strip() != "" or (content not in (None, "") and not isinstance(content, str))
+    has_text = bool(content.strip()) if isinstance(content, str) else bool(content)
     return not (has_text or message.get("tool_calls") or message.get("reasoning") or message.get("reasoning_content"))
 
 

@@ -292,6 +292,8 @@ class Writer:
     def _open(self) -> None:
         self._thread_ident = threading.get_ident()
         check_sqlite_features()
+        # A new home is private: it will hold the conversations.
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         if self.settings.take_lock:
             self._lock.acquire()
         try:

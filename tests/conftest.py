@@ -7,6 +7,8 @@ import pytest
 
 from storage import StateStore, WriterSettings
 
+pytest_plugins = ["tests.fakes.plugin"]
+
 
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
