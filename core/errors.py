@@ -1,0 +1,127 @@
+"""Errors of the model client, as children of the project's single exception tree.
+
+Every message is written for the person who has to act on it: it says what
+went wrong and what to change. None of them ever contains the API key; any
+text the provider sent back has been scrubbed of the key and cut short by the
+client before it lands here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from storage.errors import GatewayError
+
+_CONFIG_HINT = (
+    "set model.base_url and model.default in config.yaml, "
+    "or the environment variables HERMES_MODEL_BASE_URL and HERMES_MODEL"
+)
+
+
+def _attempts(attempts: int) -> str:
+    return "1 attempt" if attempts == 1 else f"{attempts} attempts"
+
+
+class ModelError(GatewayError):
+    """The model endpoint could not produce a usable reply."""
+
+
+class ModelNotConfiguredError(ModelError):
+    """No endpoint or no model name is set (or the endpoint is not an http(s) URL).
+
+    Raise it with a ready message, or with ``missing`` (config keys such as
+    ``"model.base_url"``) to get the standard one-line hint.
+    """
+
+    def __init__(self, message: str | None = None, *, missing: Sequence[str] = ()) -> None:
+        self.missing = tuple(missing)
+        if message is None:
+            what = ", ".join(self.missing) or "model.base_url, model.default"
+            message = f"No model is configured (missing {what}): {_CONFIG_HINT}."
+        super().__init__(message)
+
+
+class ModelAuthError(ModelError):
+    """The endpoint rejected the credentials (HTTP 401/403)."""
+
+    def __init__(self, status: int, endpoint: str) -> None:
+        self.status = status
+        self.endpoint = endpoint
+        # The provider's own text is left out on purpose: some echo part of the key back.
+        verb = "rejected the API key" if status == 401 else "refused access with this API key"
+        super().__init__(
+            f"The model endpoint {endpoint} {verb} (HTTP {status}). "
+            "Check model.api_key in config.yaml or the HERMES_MODEL_API_KEY environment variable, "
+            "and that the key may use this model."
+        )
+
+
+class ModelRateLimitError(ModelError):
+    """HTTP 429 on every attempt."""
+
+    def __init__(self, endpoint: str, attempts: int, retry_after: float | None = None, detail: str = "") -> None:
+        self.endpoint = endpoint
+        self.attempts = attempts
+        self.retry_after = retry_after
+        self.detail = detail
+        wait = f"wait about {retry_after:.0f}s" if retry_after else "wait a minute"
+        said = f" The provider said: {detail}" if detail else ""
+        super().__init__(
+            f"The model provider at {endpoint} is rate-limiting requests (HTTP 429, {_attempts(attempts)}). "
+            f"{wait.capitalize()} and try again, or check the quota of your plan.{said}"
+        )
+
+
+class ModelUnavailableError(ModelError):
+    """A 5xx answer or no connection at all, on every attempt."""
+
+    def __init__(self, endpoint: str, attempts: int, *, status: int | None = None, reason: str = "") -> None:
+        self.endpoint = endpoint
+        self.attempts = attempts
+        self.status = status
+        self.reason = reason
+        if status is not None:
+            what = f"answered with a server error (HTTP {status}"
+            hint = "The provider is having trouble; try again later."
+        else:
+            what = f"could not be reached ({reason or 'connection failed'}"
+            hint = "Check that the model server is running and that model.base_url is right."
+        super().__init__(f"The model endpoint {endpoint} {what}, {_attempts(attempts)}). {hint}")
+
+
+class ModelTimeoutError(ModelError):
+    """No complete answer within ``timeout`` seconds, on every attempt."""
+
+    def __init__(self, endpoint: str, attempts: int, timeout: float) -> None:
+        self.endpoint = endpoint
+        self.attempts = attempts
+        self.timeout = timeout
+        super().__init__(
+            f"The model endpoint {endpoint} did not answer within {timeout:g}s ({_attempts(attempts)}). "
+            "The model may be overloaded or the request too large; try again, "
+            "or raise model.timeout in config.yaml."
+        )
+
+
+class ModelResponseError(ModelError):
+    """The request was refused (4xx) or the answer is not a usable chat completion."""
+
+    def __init__(self, endpoint: str, problem: str, *, status: int | None = None, hint: str = "") -> None:
+        self.endpoint = endpoint
+        self.problem = problem
+        self.status = status
+        tail = f" {hint}" if hint else ""
+        super().__init__(f"The model endpoint {endpoint} {problem}.{tail}")
+
+
+class ModelContextLengthError(ModelError):
+    """The conversation does not fit the model's context window (the caller may compress and retry)."""
+
+    def __init__(self, endpoint: str, detail: str, *, status: int | None = 400) -> None:
+        self.endpoint = endpoint
+        self.detail = detail
+        self.status = status
+        super().__init__(
+            f"The conversation is too long for the model's context window ({endpoint} said: {detail}). "
+            "Start a new session or shorten the conversation, or choose a model with a larger context."
+        )

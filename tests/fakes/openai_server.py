@@ -1,0 +1,319 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1, speaking real HTTP and real JSON.
+
+Tests queue what the next requests get (``reply``, ``reply_tool_calls``,
+``fail``, ``respond``, ``delay``, ``hang``); once the script runs out, the
+``responder`` answers (by default it echoes the last user message as
+``"echo: <text>"``). Every request is recorded in ``requests``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Self
+
+from aiohttp import web
+from multidict import CIMultiDict, CIMultiDictProxy
+
+Responder = Callable[[dict[str, Any]], str]
+
+
+def echo_last_user_message(body: dict[str, Any]) -> str:
+    """The default responder: ``"echo: <text of the last user message>"``."""
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return f"echo: {_text_of(message.get('content'))}"
+    return "echo: "
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server received it."""
+
+    method: str
+    path: str
+    headers: CIMultiDictProxy[str]
+    body: Any  # the decoded JSON body, or None (GET, or a body that is not JSON)
+
+
+@dataclass(frozen=True)
+class _Reply:
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None = None
+    finish_reason: str = "stop"
+    usage: dict[str, Any] | None = None
+    extra_message: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Raw:
+    status: int
+    body: bytes
+    content_type: str
+    headers: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class _Delay:
+    seconds: float
+
+
+class _Hang:
+    pass
+
+
+_Step = _Reply | _Raw | _Delay | _Hang
+
+
+class FakeOpenAI:
+    """``POST /v1/chat/completions`` (optionally streamed) and ``GET /v1/models``."""
+
+    def __init__(
+        self,
+        *,
+        responder: Responder = echo_last_user_message,
+        model: str = "fake-model",
+        api_key: str | None = None,
+    ) -> None:
+        self.responder = responder
+        self.model = model
+        self.api_key = api_key  # when set, requests without "Bearer <api_key>" get a 401
+        self.requests: list[RecordedRequest] = []
+        self._script: deque[_Step] = deque()
+        self._release = asyncio.Event()  # lets hung handlers finish when the server stops
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+        self._calls = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        self._release.clear()
+        self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self._port = self._runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        self._release.set()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("FakeOpenAI is not started")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    # ------------------------------------------------------------------- script
+
+    def reply(
+        self,
+        text: str,
+        *,
+        usage: dict[str, Any] | None = None,
+        finish_reason: str = "stop",
+        **message_fields: Any,
+    ) -> Self:
+        """The next request gets ``text``; ``message_fields`` (e.g. ``reasoning_content``) join the message."""
+        self._script.append(_Reply(text, None, finish_reason, usage, message_fields))
+        return self
+
+    def reply_tool_calls(
+        self,
+        calls: Sequence[Mapping[str, Any]],
+        *,
+        content: str | None = None,
+        usage: dict[str, Any] | None = None,
+    ) -> Self:
+        """The next request gets tool calls: ``[{"name": ..., "arguments": {...}}]`` (``id`` optional)."""
+        tool_calls: list[dict[str, Any]] = []
+        for call in calls:
+            arguments = call.get("arguments", {})
+            tool_calls.append(
+                {
+                    "id": call.get("id") or f"call_{len(tool_calls)}_{call['name']}",
+                    "type": "function",
+                    "function": {
+                        "name": call["name"],
+                        "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
+                    },
+                }
+            )
+        self._script.append(_Reply(content, tool_calls, "tool_calls", usage))
+        return self
+
+    def fail(self, status: int, body: Any = None, headers: Mapping[str, str] | None = None) -> Self:
+        """The next request gets ``status``; ``body`` defaults to an OpenAI-style error object."""
+        if body is None:
+            body = {"error": {"message": f"fake failure (HTTP {status})", "type": "fake_error", "code": status}}
+        return self.respond(status, body, headers)
+
+    def respond(self, status: int, body: Any, headers: Mapping[str, str] | None = None) -> Self:
+        """The next request gets exactly this: ``str``/``bytes`` bodies go out as-is, others as JSON."""
+        if isinstance(body, bytes):
+            raw, content_type = body, "application/octet-stream"
+        elif isinstance(body, str):
+            raw, content_type = body.encode(), "text/plain"
+        else:
+            raw, content_type = json.dumps(body).encode(), "application/json"
+        self._script.append(_Raw(status, raw, content_type, dict(headers or {})))
+        return self
+
+    def delay(self, seconds: float) -> Self:
+        """Wait ``seconds`` before sending the next response (scripted or default)."""
+        self._script.append(_Delay(seconds))
+        return self
+
+    def hang(self) -> Self:
+        """Never answer the next request (until the server stops): for client timeouts."""
+        self._script.append(_Hang())
+        return self
+
+    # ----------------------------------------------------------------- handlers
+
+    async def _record(self, request: web.Request) -> RecordedRequest:
+        raw = await request.read()
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        recorded = RecordedRequest(request.method, request.path, CIMultiDictProxy(CIMultiDict(request.headers)), body)
+        self.requests.append(recorded)
+        return recorded
+
+    def _unauthorized(self, recorded: RecordedRequest) -> web.Response | None:
+        if self.api_key is None or recorded.headers.get("Authorization") == f"Bearer {self.api_key}":
+            return None
+        error = {"message": "Incorrect API key provided.", "type": "invalid_request_error", "code": "invalid_api_key"}
+        return web.json_response({"error": error}, status=401)
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self._record(request)
+        denied = self._unauthorized(recorded)
+        if denied is not None:
+            return denied
+        data = [{"id": self.model, "object": "model", "created": 0, "owned_by": "fake"}]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        recorded = await self._record(request)
+        # A real provider refuses a bad key before anything else: the script is left as it is.
+        denied = self._unauthorized(recorded)
+        if denied is not None:
+            return denied
+        # Take this request's steps now, so requests arriving while it waits get the next ones.
+        step, wait = self._next_step(), 0.0
+        while isinstance(step, _Delay):
+            wait, step = wait + step.seconds, self._next_step()
+        if isinstance(step, _Hang):
+            await self._release.wait()
+            return web.Response(status=504, text="fake server stopped while hanging")
+        if wait:
+            with contextlib.suppress(TimeoutError):  # stop() cuts delays short too
+                await asyncio.wait_for(self._release.wait(), wait)
+        body = recorded.body if isinstance(recorded.body, dict) else {}
+        if step is None:
+            step = _Reply(self.responder(body))
+        if isinstance(step, _Raw):
+            headers = CIMultiDict(step.headers)
+            headers.setdefault("Content-Type", step.content_type)
+            return web.Response(status=step.status, body=step.body, headers=headers)
+        if body.get("stream"):
+            return await self._stream(request, body, step)
+        return web.json_response(self._completion(body, step))
+
+    def _next_step(self) -> _Step | None:
+        return self._script.popleft() if self._script else None
+
+    def _completion(self, body: dict[str, Any], reply: _Reply) -> dict[str, Any]:
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content, **reply.extra_message}
+        if reply.tool_calls:
+            message["tool_calls"] = reply.tool_calls
+        return {
+            "id": self._completion_id(),
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
+            "usage": self._usage(body, reply),
+        }
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], reply: _Reply) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        base = {
+            "id": self._completion_id(),
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body.get("model") or self.model,
+        }
+
+        async def send(delta: dict[str, Any], finish_reason: str | None = None) -> None:
+            chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
+
+        await send({"role": "assistant", "content": ""})
+        for piece in _pieces(reply.content or ""):
+            await send({"content": piece})
+        for index, call in enumerate(reply.tool_calls or []):
+            await send({"tool_calls": [{"index": index, **call}]})
+        await send({}, reply.finish_reason)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage_chunk: dict[str, Any] = {**base, "choices": [], "usage": self._usage(body, reply)}
+            await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+    def _usage(self, body: dict[str, Any], reply: _Reply) -> dict[str, Any]:
+        if reply.usage is not None:
+            return reply.usage
+        # A rough word count is enough for a fake: tests that care script the usage.
+        prompt = sum(len(_text_of(m.get("content")).split()) for m in body.get("messages") or [] if isinstance(m, dict))
+        completion = len((reply.content or "").split())
+        return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+    def _completion_id(self) -> str:
+        self._calls += 1
+        return f"chatcmpl-fake-{self._calls}"
+
+
+def _text_of(content: Any) -> str:
+    """Text of a message ``content``: a string, or a list of ``{"type": "text", "text": ...}`` parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def _pieces(text: str) -> list[str]:
+    """``text`` cut after each space, so a stream has several content chunks."""
+    words = text.split(" ")
+    return [w + " " for w in words[:-1]] + ([words[-1]] if words[-1] else [])
