@@ -1,0 +1,158 @@
+"""The protocol every platform adapter implements, and the types it speaks.
+
+An adapter translates between a platform and these types. It never decides
+sessions, authorization or commands: that is the router's job.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class ChatType(StrEnum):
+    DM = "dm"
+    GROUP = "group"
+    CHANNEL = "channel"
+    THREAD = "thread"
+
+
+class SendKind(StrEnum):
+    REPLY = "reply"  # the agent's answer to a message (goes through the delivery ledger)
+    NOTICE = "notice"  # the final word on a message that got no agent answer: command output, errors
+    ACK = "ack"  # an interim acknowledgement ("queued"); the answer follows later
+
+
+class Disposition(StrEnum):
+    """What the router did with an inbound message."""
+
+    ACCEPTED = "accepted"  # a turn or a command will answer it
+    ANSWERED = "answered"  # answered at once with a notice
+    DUPLICATE = "duplicate"  # seen before; no second turn
+    REFUSED = "refused"  # sender not authorized
+    IGNORED = "ignored"  # not addressed to the bot
+
+
+@dataclass(frozen=True)
+class InboundMessage:
+    """A platform-neutral message, as the adapter received it."""
+
+    platform: str
+    chat_id: str
+    chat_type: ChatType
+    user_id: str | None
+    text: str
+    message_id: str | None = None
+    thread_id: str | None = None
+    user_name: str | None = None
+    chat_name: str | None = None
+    timestamp: float = field(default_factory=time.time)
+    reply_to: str | None = None
+    # What identifies a redelivery of this message on its platform; defaults
+    # to chat + message id (message ids are per chat on some platforms).
+    dedupe_id: str | None = None
+    # Set by adapters whose transport already authenticated the sender
+    # (the local HTTP API's bearer key); platform allowlists do not apply.
+    pre_authorized: bool = False
+    # The adapter saw the bot addressed (mention, reply to the bot, DM).
+    addressed: bool = True
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def delivery_key(self) -> str | None:
+        if self.dedupe_id is not None:
+            return self.dedupe_id
+        if self.message_id is None:
+            return None
+        return f"{self.chat_id}:{self.message_id}"
+
+
+@dataclass(frozen=True)
+class OutboundMessage:
+    platform: str
+    chat_id: str
+    text: str
+    thread_id: str | None = None
+    reply_to: str | None = None
+    kind: SendKind = SendKind.REPLY
+
+
+@dataclass(frozen=True)
+class SendResult:
+    message_ids: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ChatInfo:
+    chat_id: str
+    chat_type: ChatType
+    name: str | None = None
+
+
+MessageHandler = Callable[[InboundMessage], Awaitable[Disposition]]
+
+
+class AdapterError(Exception):
+    """An adapter failed in a way the runner should know about."""
+
+
+class FatalAdapterError(AdapterError):
+    """Retrying cannot help (bad token, missing intent): do not restart."""
+
+
+class Adapter(abc.ABC):
+    """One platform. ``connect`` runs until the adapter stops or fails."""
+
+    platform: str = "unknown"
+    #: the longest single message the platform accepts (in its own units)
+    max_message_length: int = 4096
+    #: replies cut off by a crash can be sent later (false where a request
+    #: waits for its answer, like the local HTTP API)
+    supports_recovery: bool = True
+
+    def __init__(self) -> None:
+        self._handler: MessageHandler | None = None
+        #: set by the adapter once it is connected and can send
+        self.ready = asyncio.Event()
+
+    def bind(self, handler: MessageHandler) -> None:
+        """The router's entry point; adapters call it for every inbound message."""
+        self._handler = handler
+
+    async def dispatch(self, message: InboundMessage) -> Disposition:
+        if self._handler is None:
+            raise AdapterError(f"{self.platform} adapter received a message before it was bound")
+        return await self._handler(message)
+
+    @abc.abstractmethod
+    async def connect(self) -> None:
+        """Connect and serve; returns when disconnected. Raises on failure."""
+
+    @abc.abstractmethod
+    async def disconnect(self) -> None:
+        """Stop intake and release resources; idempotent."""
+
+    @abc.abstractmethod
+    async def send(self, message: OutboundMessage) -> SendResult:
+        """Deliver one message (already split to ``max_message_length``)."""
+
+    async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:  # noqa: B027
+        """Show that a reply is being prepared, where the platform can."""
+
+    async def get_chat_info(self, chat_id: str) -> ChatInfo:
+        return ChatInfo(chat_id=chat_id, chat_type=ChatType.DM)
+
+    async def create_thread(self, chat_id: str, name: str, *, from_message_id: str | None = None) -> str | None:
+        """Open a thread for a conversation; None where the platform has none."""
+        return None
+
+    def split(self, text: str) -> list[str]:
+        """Split a reply to the platform's limit; adapters with special units override."""
+        from ._split import split_text
+
+        return split_text(text, self.max_message_length)

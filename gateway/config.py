@@ -1,0 +1,241 @@
+"""Configuration: ``$HERMES_HOME/config.yaml`` + ``.env`` + the environment.
+
+Precedence: environment variables > ``.env`` > ``config.yaml`` > defaults.
+Validated at start; an unknown or invalid key refuses to start (exit 78)
+with the key and the file named. Secrets are ``SecretStr`` and never printed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from storage.errors import GatewayError
+
+EX_CONFIG = 78  # sysexits.h: configuration error; systemd must not restart on it
+
+
+class ConfigError(GatewayError):
+    """The configuration cannot be used; the message names the key and the file."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _id_list(value: Any) -> Any:
+    """Accept "a,b c" strings as well as YAML lists; ids are strings."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v for v in value.replace(",", " ").split() if v]
+    if isinstance(value, int):
+        return [str(value)]
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return value
+
+
+class ModelConfig(_Section):
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    default: str | None = None
+    auxiliary: str | None = None
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+
+
+class SessionResetConfig(_Section):
+    mode: Literal["none", "idle", "daily", "both"] = "none"
+    idle_minutes: int = Field(default=1440, ge=1)
+    at_hour: int = Field(default=4, ge=0, le=23)
+
+
+class SessionsConfig(_Section):
+    auto_prune: bool = False
+    retention_days: float = Field(default=90, gt=0)
+    vacuum_after_prune: bool = True
+    min_interval_hours: float = Field(default=24, ge=0)
+
+
+class StorageConfig(_Section):
+    checkpoint_every_commits: int = Field(default=50, ge=1)
+    checkpoint_every_seconds: float = Field(default=30.0, gt=0)
+    batch_limit: int = Field(default=512, ge=1)
+    queue_limit: int = Field(default=10_000, ge=1)
+    busy_retry_budget: float = Field(default=15.0, gt=0)
+    synchronous: Literal["FULL", "NORMAL"] = "FULL"
+
+
+class AuthConfig(_Section):
+    allowed_users: list[str] = Field(default_factory=list)
+    allow_all_users: bool = False
+
+    _split = field_validator("allowed_users", mode="before")(_id_list)
+
+
+class ApiServerConfig(_Section):
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = Field(default=8642, ge=0, le=65535)
+    key: SecretStr | None = None
+
+
+class PlatformsConfig(_Section):
+    api_server: ApiServerConfig = Field(default_factory=ApiServerConfig)
+
+
+class GatewayConfig(_Section):
+    max_concurrent_turns: int = Field(default=16, ge=1)
+    max_queued_per_session: int = Field(default=100, ge=1)
+    drain_timeout: float = Field(default=20.0, ge=0)
+    group_sessions_per_user: bool = True
+    thread_sessions_per_user: bool = False
+    dedupe_retention_hours: float = Field(default=72.0, gt=0)
+    delivery_recovery_minutes: float = Field(default=60.0, ge=0)
+    sweep_interval_seconds: float = Field(default=300.0, gt=0)
+    busy_ack: bool = True
+
+
+class LoggingConfig(_Section):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    format: Literal["auto", "json", "pretty"] = "auto"
+
+
+class Settings(_Section):
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    gateway: GatewayConfig = Field(default_factory=GatewayConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    session_reset: SessionResetConfig = Field(default_factory=SessionResetConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    home: Path
+    settings: Settings
+    env: Mapping[str, str]  # .env merged under the process environment
+    config_file: Path
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "state.db"
+
+    def platform_allowlist(self, platform: str) -> tuple[frozenset[str], bool]:
+        """(allowed ids, allow-all) for a platform, from env and config."""
+        prefix = platform.upper().replace("-", "_")
+        ids = set(self.settings.auth.allowed_users)
+        for key in (f"{prefix}_ALLOWED_USERS", "GATEWAY_ALLOWED_USERS"):
+            ids.update(_id_list(self.env.get(key, "")))
+        allow_all = self.settings.auth.allow_all_users or any(
+            _truthy(self.env.get(k)) for k in (f"{prefix}_ALLOW_ALL_USERS", "GATEWAY_ALLOW_ALL_USERS")
+        )
+        return frozenset(ids), allow_all
+
+
+def _truthy(value: str | None) -> bool:
+    return value is not None and value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def default_home() -> Path:
+    raw = os.environ.get("HERMES_HOME")
+    return Path(raw).expanduser() if raw else Path.home() / ".hermes"
+
+
+def parse_dotenv(path: Path) -> dict[str, str]:
+    """KEY=VALUE lines; '#' comments, optional 'export ', optional quotes."""
+    values: dict[str, str] = {}
+    if not path.exists():
+        return values
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, sep, value = line.partition("=")
+        key = key.strip()
+        if not sep or not key.replace("_", "").isalnum():
+            raise ConfigError(f"{path}:{lineno}: expected KEY=VALUE, got a line that is not")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        values[key] = value
+    return values
+
+
+# Environment variables that override config keys (path in the YAML tree).
+_ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "HERMES_MODEL_BASE_URL": ("model", "base_url"),
+    "HERMES_MODEL_API_KEY": ("model", "api_key"),
+    "HERMES_MODEL": ("model", "default"),
+    "HERMES_MODEL_AUXILIARY": ("model", "auxiliary"),
+    "API_SERVER_KEY": ("platforms", "api_server", "key"),
+    "API_SERVER_HOST": ("platforms", "api_server", "host"),
+    "API_SERVER_PORT": ("platforms", "api_server", "port"),
+    "API_SERVER_ENABLED": ("platforms", "api_server", "enabled"),
+    "HERMES_LOG_LEVEL": ("logging", "level"),
+    "HERMES_LOG_FORMAT": ("logging", "format"),
+}
+
+
+def _set_path(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = tree
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[path[-1]] = value
+
+
+def _describe(error: ValidationError, source: str) -> str:
+    lines = []
+    for err in error.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            lines.append(f"unknown key '{key}' in {source}")
+        else:
+            lines.append(f"invalid value for '{key}' in {source}: {err['msg']}")
+    return "; ".join(lines)
+
+
+def load_config(home: Path | None = None, environ: Mapping[str, str] | None = None) -> LoadedConfig:
+    home = (home or default_home()).expanduser()
+    environ = dict(os.environ if environ is None else environ)
+    config_file = home / "config.yaml"
+    tree: dict[str, Any] = {}
+    if config_file.exists():
+        try:
+            loaded = yaml.safe_load(config_file.read_text(encoding="utf-8"))
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{config_file} is not valid YAML: {exc}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{config_file} must be a mapping of keys, not {type(loaded).__name__}")
+        tree = loaded
+    env = {**parse_dotenv(home / ".env"), **environ}
+    overridden: list[str] = []
+    for var, path in _ENV_OVERRIDES.items():
+        if env.get(var):
+            _set_path(tree, path, env[var])
+            overridden.append(var)
+    try:
+        settings = Settings.model_validate(tree)
+    except ValidationError as exc:
+        source = str(config_file)
+        if overridden:
+            source += f" (or environment: {', '.join(overridden)})"
+        raise ConfigError(_describe(exc, source)) from None
+    return LoadedConfig(home=home, settings=settings, env=env, config_file=config_file)

@@ -1,0 +1,119 @@
+"""Outbound delivery with a durable ledger.
+
+Every reply is recorded in state.db before it is sent and marked sent after,
+so a reply cut off by a crash is sent once more after restart (if it is
+recent), marked as recovered. Splitting to the platform's limit happens here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from adapters.base import Adapter, OutboundMessage, SendKind
+from storage import StateStore
+
+log = structlog.get_logger("hermes.delivery")
+
+RECOVERED_PREFIX = "↻ (recovered after a restart) "
+
+
+@dataclass(frozen=True)
+class PendingReply:
+    id: int
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    reply_to: str | None
+    text: str
+    created_at: float
+
+
+class Delivery:
+    def __init__(self, store: StateStore, adapters: Mapping[str, Adapter]) -> None:
+        self._store = store
+        self._adapters = adapters
+
+    async def send(self, out: OutboundMessage, *, session_key: str | None = None,
+                   session_id: str | None = None) -> bool:
+        """Send a message; replies go through the ledger. True when every chunk was sent."""
+        adapter = self._adapters.get(out.platform)
+        if adapter is None:
+            log.error("delivery.no_adapter", platform=out.platform)
+            return False
+        if out.kind is not SendKind.REPLY:
+            return await self._send_chunks(adapter, out)
+        now = time.time()
+        ledger_id = await self._store.write(
+            lambda c: c.execute(
+                "INSERT INTO gateway_outbound (session_key, session_id, platform, chat_id, thread_id, reply_to, "
+                "text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (session_key, session_id, out.platform, out.chat_id, out.thread_id, out.reply_to, out.text, now),
+            ).lastrowid
+        )
+        ok = await self._send_chunks(adapter, out)
+        await self._mark(int(ledger_id or 0), "sent" if ok else "failed")
+        return ok
+
+    async def _send_chunks(self, adapter: Adapter, out: OutboundMessage) -> bool:
+        try:
+            for chunk in adapter.split(out.text) if out.text else [out.text]:
+                await adapter.send(
+                    OutboundMessage(out.platform, out.chat_id, chunk, out.thread_id, out.reply_to, out.kind)
+                )
+        except Exception as exc:
+            log.error("delivery.send_failed", platform=out.platform, chat_id=out.chat_id,
+                      error_type=type(exc).__name__, error=str(exc)[:300])
+            return False
+        return True
+
+    async def _mark(self, ledger_id: int, status: str, error: str | None = None) -> None:
+        now = time.time()
+        await self._store.write(
+            lambda c: c.execute(
+                "UPDATE gateway_outbound SET status = ?, attempts = attempts + 1, error = ?, "
+                "sent_at = CASE WHEN ? IN ('sent', 'recovered') THEN ? ELSE sent_at END WHERE id = ?",
+                (status, error, status, now, ledger_id),
+            )
+        )
+
+    async def recover(self, platform: str, max_age_seconds: float) -> int:
+        """Send once more what a crash cut off; older leftovers are marked expired."""
+        cutoff = time.time() - max_age_seconds
+
+        def claim(conn: sqlite3.Connection) -> list[PendingReply]:
+            conn.execute(
+                "UPDATE gateway_outbound SET status = 'expired' WHERE platform = ? AND status = 'pending' "
+                "AND created_at < ?",
+                (platform, cutoff),
+            )
+            rows = conn.execute(
+                "SELECT id, platform, chat_id, thread_id, reply_to, text, created_at FROM gateway_outbound "
+                "WHERE platform = ? AND status = 'pending' ORDER BY id",
+                (platform,),
+            ).fetchall()
+            # Claimed before sending: a second crash must not send it twice.
+            conn.executemany("UPDATE gateway_outbound SET status = 'recovering' WHERE id = ?",
+                             [(r["id"],) for r in rows])
+            return [PendingReply(*tuple(r)) for r in rows]
+
+        pending = await self._store.write(claim)
+        adapter = self._adapters.get(platform)
+        sent = 0
+        for item in pending:
+            if adapter is None or not adapter.supports_recovery:
+                await self._mark(item.id, "expired", "no recipient waiting")
+                continue
+            ok = await self._send_chunks(
+                adapter,
+                OutboundMessage(platform, item.chat_id, RECOVERED_PREFIX + item.text, item.thread_id, item.reply_to),
+            )
+            await self._mark(item.id, "recovered" if ok else "failed")
+            sent += ok
+        if pending:
+            log.info("delivery.recovered", platform=platform, replies=sent, claimed=len(pending))
+        return sent

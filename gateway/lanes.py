@@ -1,0 +1,157 @@
+"""Per-session lanes: one turn at a time per key, many keys at once.
+
+Each key has a FIFO of jobs and at most one worker; a global semaphore bounds
+how many turns run concurrently across keys. Nothing queued is dropped or
+overwritten. The running job of a key can be cancelled (/stop) without
+touching what waits behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+log = structlog.get_logger("hermes.lanes")
+
+Job = Callable[[], Coroutine[Any, Any, None]]
+
+
+@dataclass
+class _Queued:
+    job: Job
+    on_drop: Callable[[], Awaitable[None]] | None = None
+
+
+@dataclass
+class _Lane:
+    queue: deque[_Queued] = field(default_factory=deque)
+    worker: asyncio.Task[None] | None = None
+    current: asyncio.Task[None] | None = None
+    acked_burst: bool = False  # one "queued" notice per burst of messages
+
+
+class LaneFullError(Exception):
+    pass
+
+
+class Lanes:
+    def __init__(self, max_concurrent: int, max_queued_per_key: int) -> None:
+        self._sem = asyncio.Semaphore(max_concurrent)
+        self._max_queued = max_queued_per_key
+        self._lanes: dict[str, _Lane] = {}
+        self._closed = False
+
+    # ---------------------------------------------------------------- queries
+
+    def busy(self, key: str) -> bool:
+        lane = self._lanes.get(key)
+        return lane is not None and (lane.current is not None or bool(lane.queue))
+
+    def waiting(self, key: str) -> int:
+        lane = self._lanes.get(key)
+        return len(lane.queue) if lane else 0
+
+    @property
+    def total_waiting(self) -> int:
+        return sum(len(lane.queue) for lane in self._lanes.values())
+
+    @property
+    def running(self) -> int:
+        return sum(1 for lane in self._lanes.values() if lane.current is not None)
+
+    # ---------------------------------------------------------------- intake
+
+    def submit(self, key: str, job: Job, *, on_drop: Callable[[], Awaitable[None]] | None = None) -> tuple[int, bool]:
+        """Queue a job. Returns (jobs ahead of it, whether to acknowledge the wait).
+
+        The acknowledgement flag is true once per burst: for the first message
+        that has to wait behind a running turn.
+        """
+        if self._closed:
+            raise RuntimeError("lanes are closed")
+        lane = self._lanes.setdefault(key, _Lane())
+        if len(lane.queue) >= self._max_queued:
+            raise LaneFullError(f"{len(lane.queue)} messages already wait in this conversation")
+        ahead = len(lane.queue) + (1 if lane.current is not None else 0)
+        lane.queue.append(_Queued(job, on_drop))
+        ack = ahead > 0 and not lane.acked_burst
+        if ack:
+            lane.acked_burst = True
+        if lane.worker is None:
+            lane.worker = asyncio.create_task(self._work(key, lane), name=f"lane:{key}")
+        return ahead, ack
+
+    async def _work(self, key: str, lane: _Lane) -> None:
+        try:
+            while lane.queue:
+                item = lane.queue.popleft()
+                async with self._sem:
+                    lane.current = asyncio.create_task(item.job(), name=f"turn:{key}")
+                    try:
+                        await asyncio.shield(lane.current)
+                    except asyncio.CancelledError:
+                        if lane.current.cancelled() and not self._worker_cancelled():
+                            log.info("lanes.turn_cancelled", session_key=key)
+                        else:
+                            raise
+                    except Exception:
+                        log.exception("lanes.turn_crashed", session_key=key)
+                    finally:
+                        lane.current = None
+        finally:
+            lane.worker = None
+            if not lane.queue and self._lanes.get(key) is lane:
+                del self._lanes[key]
+
+    @staticmethod
+    def _worker_cancelled() -> bool:
+        task = asyncio.current_task()
+        return task is not None and task.cancelling() > 0
+
+    async def cancel_running(self, key: str) -> bool:
+        """Cancel the turn running for ``key`` (what waits behind it stays)."""
+        lane = self._lanes.get(key)
+        if lane is None or lane.current is None or lane.current.done():
+            return False
+        current = lane.current
+        current.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await current
+        return True
+
+    # -------------------------------------------------------------- shutdown
+
+    async def drain(self, grace: float) -> int:
+        """Stop intake; let running and queued turns finish within ``grace`` seconds.
+
+        Whatever is still queued at the deadline is dropped through its
+        ``on_drop`` hook (so the platform can redeliver it); running turns are
+        cancelled. Returns how many jobs were cut off.
+        """
+        self._closed = True
+        workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
+        if workers:
+            await asyncio.wait(workers, timeout=grace)
+        cut = 0
+        for lane in list(self._lanes.values()):
+            while lane.queue:
+                item = lane.queue.popleft()
+                cut += 1
+                if item.on_drop is not None:
+                    with contextlib.suppress(Exception):
+                        await item.on_drop()
+            if lane.current is not None and not lane.current.done():
+                lane.current.cancel()
+                cut += 1
+        remaining = [lane.worker for lane in self._lanes.values() if lane.worker is not None]
+        for worker in remaining:
+            worker.cancel()
+        if remaining:
+            await asyncio.wait(remaining, timeout=5)
+        return cut

@@ -1,0 +1,210 @@
+"""The path of one message: authorize -> dedupe -> session key -> command? -> lane.
+
+Every inbound message from every adapter comes through ``Router.handle``. It
+never raises into an adapter: bad input gets a log line and, where a person
+is waiting, a clear reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from adapters.base import ChatType, Disposition, InboundMessage, OutboundMessage, SendKind
+from core.agent import Agent, TurnRequest
+from core.errors import ModelNotConfiguredError
+from storage.errors import GatewayError
+
+from .auth import Authorizer
+from .commands import CommandContext, parse_command
+from .lanes import Job, LaneFullError
+from .logs import redact
+from .services import Services
+from .session_key import SessionKeySettings, build_session_key
+
+log = structlog.get_logger("hermes.router")
+
+AgentMaker = Callable[[Services, TurnRequest], Agent]
+MemoryFlush = Callable[[Services, str], Awaitable[None]]
+
+QUEUED_ACK = "⏳ Queued — I'll answer after the current reply."
+TYPING_INTERVAL = 4.0
+MAX_INPUT_CHARS = 32_000
+
+
+class Router:
+    def __init__(
+        self,
+        services: Services,
+        authorizer: Authorizer,
+        key_settings: SessionKeySettings,
+        make_agent: AgentMaker,
+        *,
+        memory_flush: MemoryFlush | None = None,
+    ) -> None:
+        self.services = services
+        self._auth = authorizer
+        self._keys = key_settings
+        self._make_agent = make_agent
+        self._memory_flush = memory_flush
+        self._accepting = True
+
+    def stop_intake(self) -> None:
+        self._accepting = False
+
+    # ------------------------------------------------------------------ intake
+
+    async def handle(self, msg: InboundMessage) -> Disposition:
+        with structlog.contextvars.bound_contextvars(platform=msg.platform, chat_id=msg.chat_id):
+            try:
+                return await self._handle(msg)
+            except Exception:
+                log.exception("router.handle_failed", message_id=msg.message_id)
+                await self._notice(msg, "Sorry, that message could not be handled. Please try again.")
+                return Disposition.ANSWERED
+
+    async def _handle(self, msg: InboundMessage) -> Disposition:
+        decision = self._auth.check(msg)
+        if not decision.allowed:
+            self._auth.log_refusal(msg, decision)
+            return Disposition.REFUSED
+        if not msg.addressed:
+            return Disposition.IGNORED
+        if not self._accepting:
+            await self._notice(msg, "The gateway is restarting; please send that again in a minute.")
+            return Disposition.ANSWERED
+        text = msg.text.strip()
+        if not text:
+            await self._notice(msg, "I can only read text messages for now.")
+            return Disposition.ANSWERED
+        if len(text) > MAX_INPUT_CHARS:
+            await self._notice(
+                msg, f"That message is too long ({len(text)} characters; the limit is {MAX_INPUT_CHARS})."
+            )
+            return Disposition.ANSWERED
+        delivery_key = msg.delivery_key
+        if delivery_key is not None and not await self.services.dedupe.first_sighting(msg.platform, delivery_key):
+            log.info("router.duplicate", message_id=msg.message_id, delivery_key=delivery_key)
+            return Disposition.DUPLICATE
+        key = build_session_key(msg, self._keys)
+        with structlog.contextvars.bound_contextvars(session_key=key):
+            return await self._route(msg, key, text)
+
+    async def _route(self, msg: InboundMessage, key: str, text: str) -> Disposition:
+        parsed = parse_command(text)
+        if parsed is not None:
+            command = self.services.commands.get(parsed.name)
+            if command is None:
+                await self._notice(msg, f"Unknown command /{parsed.name}. Send /help for the list.")
+                return Disposition.ANSWERED
+            ctx = CommandContext(msg, key, parsed.args, self.services)
+            if command.immediate:
+                await self._run_command(ctx, command.handler)
+                return Disposition.ANSWERED
+            return await self._enqueue(msg, key, lambda: self._run_command(ctx, command.handler))
+        return await self._enqueue(msg, key, lambda: self._turn(msg, key, text))
+
+    async def _enqueue(self, msg: InboundMessage, key: str, job: Job) -> Disposition:
+        async def release() -> None:
+            if msg.delivery_key is not None:
+                await self.services.dedupe.forget(msg.platform, msg.delivery_key)
+
+        try:
+            ahead, ack = self.services.lanes.submit(key, job, on_drop=release)
+        except LaneFullError as exc:
+            await release()
+            await self._notice(msg, f"Too many messages are waiting in this chat ({exc}). Please wait a moment.")
+            return Disposition.ANSWERED
+        except RuntimeError:  # lanes closed: shutting down
+            await release()
+            await self._notice(msg, "The gateway is restarting; please send that again in a minute.")
+            return Disposition.ANSWERED
+        if ack and self.services.config.settings.gateway.busy_ack:
+            await self._send(msg, QUEUED_ACK, SendKind.ACK)
+        log.debug("router.enqueued", ahead=ahead)
+        return Disposition.ACCEPTED
+
+    # ------------------------------------------------------------------- work
+
+    async def _run_command(self, ctx: CommandContext, handler: Callable[[CommandContext], Awaitable[str | None]]) -> None:
+        try:
+            reply = await handler(ctx)
+        except GatewayError as exc:
+            reply = f"⚠️ {exc}"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("router.command_failed")
+            reply = f"Sorry, that command failed ({type(exc).__name__})."
+        if reply:
+            await self._notice(ctx.message, reply)
+
+    async def _turn(self, msg: InboundMessage, key: str, text: str) -> None:
+        services = self.services
+        due = await services.index.due_reset(key)
+        if due is not None and self._memory_flush is not None:
+            with contextlib.suppress(Exception):
+                await self._memory_flush(services, due)
+        binding = await services.index.resolve(key, msg, model=services.model_name)
+        with structlog.contextvars.bound_contextvars(session_id=binding.session_id):
+            if binding.created:
+                log.info("router.session_started", reset_reason=binding.reset_reason,
+                         previous_session_id=binding.previous_session_id)
+            request = TurnRequest(
+                session_id=binding.session_id,
+                session_key=key,
+                platform=msg.platform,
+                chat_type=str(msg.chat_type),
+                text=text,
+                user_id=msg.user_id,
+                user_name=msg.user_name,
+                shared_session=msg.chat_type is not ChatType.DM and not key.endswith(":" + (msg.user_id or "\0")),
+            )
+            typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
+            kind = SendKind.REPLY
+            try:
+                result = await self._make_agent(services, request).run_turn(request)
+                reply = result.text
+            except ModelNotConfiguredError as exc:
+                reply, kind = str(exc), SendKind.NOTICE
+            except GatewayError as exc:
+                log.warning("router.turn_error", error_type=type(exc).__name__, error=str(exc))
+                reply, kind = f"⚠️ {exc}", SendKind.NOTICE
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.exception("router.turn_crashed")
+                reply, kind = (
+                    f"Sorry, something went wrong ({type(exc).__name__}). "
+                    "Try again, or send /reset to start a fresh session.",
+                    SendKind.NOTICE,
+                )
+            finally:
+                typing.cancel()
+            await services.delivery.send(
+                OutboundMessage(msg.platform, msg.chat_id, redact(reply), msg.thread_id, msg.message_id, kind),
+                session_key=key,
+                session_id=binding.session_id,
+            )
+
+    async def _keep_typing(self, msg: InboundMessage) -> None:
+        adapter = self.services.adapters.get(msg.platform)
+        if adapter is None:
+            return
+        while True:
+            with contextlib.suppress(Exception):
+                await adapter.send_typing(msg.chat_id, msg.thread_id)
+            await asyncio.sleep(TYPING_INTERVAL)
+
+    # ------------------------------------------------------------------ output
+
+    async def _notice(self, msg: InboundMessage, text: str) -> None:
+        await self._send(msg, text, SendKind.NOTICE)
+
+    async def _send(self, msg: InboundMessage, text: str, kind: SendKind) -> None:
+        await self.services.delivery.send(
+            OutboundMessage(msg.platform, msg.chat_id, redact(text), msg.thread_id, msg.message_id, kind)
+        )

@@ -1,0 +1,33 @@
+"""What the router and the commands share: one object, built by the runner."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from adapters.base import Adapter
+from storage import StateStore
+
+from .config import LoadedConfig
+from .dedupe import Dedupe
+from .delivery import Delivery
+from .lanes import Lanes
+from .session_index import SessionIndex
+
+if TYPE_CHECKING:
+    from .commands import CommandRegistry
+
+
+@dataclass
+class Services:
+    config: LoadedConfig
+    store: StateStore
+    index: SessionIndex
+    dedupe: Dedupe
+    lanes: Lanes
+    delivery: Delivery
+    adapters: dict[str, Adapter]
+    commands: CommandRegistry
+    model_name: str | None = None
+    started_at: float = field(default_factory=time.time)
