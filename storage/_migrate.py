@@ -129,23 +129,55 @@ def _apply_gateway_migrations(conn: sqlite3.Connection, current: int, report: Mi
             report.applied.append(step.version)
 
 
-def migrate(conn: sqlite3.Connection) -> MigrationReport:
-    """Upgrade in one transaction; on any failure nothing changes."""
-    target = latest_version()
-    version = _stored_version(conn)
+def _is_busy(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return True
+    msg = str(exc).lower()
+    return "locked" in msg or "busy" in msg
+
+
+def _refuse_newer(version: int | None, target: int) -> None:
     if version is not None and version > target:
         raise SchemaError(
             f"state.db has schema version {version}, newer than this hermes-gateway understands "
             f"({target}). Upgrade hermes-gateway; the database was left untouched."
         )
-    report = MigrationReport(from_version=version or 0, to_version=target)
-    if version == target:
-        report.added_columns = reconcile(conn)
-        return report
 
+
+def migrate(conn: sqlite3.Connection) -> MigrationReport:
+    """Upgrade in one transaction; on any failure nothing changes.
+
+    SQLite errors other than busy/locked (which the writer retries) become a
+    ``SchemaError`` naming the cause; the transaction is rolled back first.
+    """
+    target = latest_version()
+    version = _stored_version(conn)
+    try:
+        _refuse_newer(version, target)
+        if version == target:
+            return MigrationReport(from_version=target, to_version=target, added_columns=reconcile(conn))
+        return _upgrade(conn, target)
+    except sqlite3.Error as exc:
+        if _is_busy(exc):
+            raise
+        raise SchemaError(
+            f"state.db could not be upgraded from schema version {version or 0} to {target}: {exc}. "
+            "The upgrade runs in one transaction and was rolled back; the database is unchanged."
+        ) from exc
+
+
+def _upgrade(conn: sqlite3.Connection, target: int) -> MigrationReport:
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if version is None:
+        # Read again under the write lock: another process may have upgraded
+        # (or created) the database since the unlocked look above.
+        version = _stored_version(conn)
+        _refuse_newer(version, target)
+        report = MigrationReport(from_version=version or 0, to_version=target)
+        if version == target:
+            report.added_columns = reconcile(conn)
+        elif version is None:
             report.created = True
             for ddl in BASE_TABLES_DDL:
                 conn.execute(ddl)
@@ -169,7 +201,10 @@ def migrate(conn: sqlite3.Connection) -> MigrationReport:
         _set_version(conn, target)
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        # SQLite may already have rolled back by itself (it is allowed to after
+        # SQLITE_FULL, IOERR, NOMEM); a ROLLBACK then would raise and hide the cause.
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
     return report
 
