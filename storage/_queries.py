@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -261,16 +263,58 @@ def export_all(conn: sqlite3.Connection, *, source: str | None = None) -> list[d
 # ------------------------------------------------------------------ search
 
 
-def _fts_plan(query: str) -> tuple[str, str] | None:
-    """Which FTS table to ask and the sanitized query; None when nothing to search."""
+@dataclass(frozen=True)
+class _Plan:
+    """How to run one search: an FTS table and its query, or (for one- and
+    two-character CJK terms, which no index serves) a boolean LIKE expression."""
+
+    table: str | None
+    fts_query: str
+    like_sql: str = ""
+    like_params: tuple[str, ...] = ()
+    first_term: str = ""
+
+
+_PLAN_TOKEN = re.compile(r'"(?P<term>[^"]*)"(?P<prefix>\*?)|(?P<op>AND|OR|NOT)')
+
+
+def _like_plan(cleaned: str) -> _Plan:
+    parts: list[str] = []
+    params: list[str] = []
+    first = ""
+    for m in _PLAN_TOKEN.finditer(cleaned):
+        op = m.group("op")
+        if op is not None:
+            parts.append({"AND": "AND", "OR": "OR", "NOT": "AND NOT"}[op])
+            continue
+        term = m.group("term")
+        first = first or term
+        if parts and parts[-1] not in ("AND", "OR", "AND NOT"):
+            parts.append("AND")  # implicit AND between adjacent terms
+        pattern = f"%{_escape_like(term)}%"
+        parts.append(
+            # COALESCE: a NULL column must read as "no match", or NOT would drop the row.
+            "(COALESCE(m.content, '') LIKE ? ESCAPE '\\' OR COALESCE(m.tool_name, '') LIKE ? ESCAPE '\\'"
+            " OR COALESCE(m.tool_calls, '') LIKE ? ESCAPE '\\')"
+        )
+        params += [pattern, pattern, pattern]
+    return _Plan(None, cleaned, " ".join(parts), tuple(params), first)
+
+
+def _fts_plan(query: str) -> _Plan | None:
+    """None when nothing searchable is left after sanitizing."""
     cleaned = sanitize_fts5_query(query)
     if not cleaned:
         return None
+    if not has_cjk(query):
+        return _Plan("messages_fts", cleaned)
     # The default tokenizer cannot split CJK text into words; the trigram
-    # index finds any substring of three or more characters.
-    if has_cjk(query):
-        return "messages_fts_trigram", cleaned
-    return "messages_fts", cleaned
+    # index finds any substring of three or more characters. Shorter CJK
+    # terms match nothing there, so such queries scan with LIKE instead.
+    terms = [m.group("term") for m in _PLAN_TOKEN.finditer(cleaned) if m.group("term") is not None]
+    if any(len(t) < 3 for t in terms):
+        return _like_plan(cleaned)
+    return _Plan("messages_fts_trigram", cleaned)
 
 
 def _filters(
@@ -313,17 +357,6 @@ def _neighbour(conn: sqlite3.Connection, session_id: str, message_id: int, befor
     return {"id": row["id"], "role": row["role"], "content": _short(row["content"])}
 
 
-def _short_cjk_terms(query: str) -> list[str] | None:
-    """CJK terms under three characters, which the trigram index cannot match."""
-    if not has_cjk(query):
-        return None
-    terms = [t.strip('"*()') for t in query.split() if t not in ("AND", "OR", "NOT")]
-    terms = [t for t in terms if t]
-    if terms and any(len(t) < 3 for t in terms):
-        return terms
-    return None
-
-
 def _like_snippet(content: str, term: str, width: int = 40) -> str:
     at = content.find(term)
     if at < 0:
@@ -334,24 +367,6 @@ def _like_snippet(content: str, term: str, width: int = 40) -> str:
         + content[start:at] + ">>>" + term + "<<<" + content[at + len(term) : end]
         + ("..." if end < len(content) else "")
     )
-
-
-def _search_like(
-    conn: sqlite3.Connection, terms: list[str], where: str, params: list[Any], limit: int, offset: int
-) -> list[sqlite3.Row]:
-    # A scan, but only for one- and two-character CJK queries, which no index serves.
-    likes = " AND ".join("m.content LIKE ? ESCAPE '\\'" for _ in terms)
-    rows: list[sqlite3.Row] = conn.execute(
-        f"""
-        SELECT m.id, m.session_id, m.role, m.timestamp, m.content AS snippet,
-               s.source, s.model, s.started_at AS session_started
-        FROM messages m JOIN sessions s ON s.id = m.session_id
-        WHERE {likes} {where}
-        ORDER BY m.id DESC LIMIT ? OFFSET ?
-        """,
-        (*[f"%{_escape_like(t)}%" for t in terms], *params, limit, offset),
-    ).fetchall()
-    return rows
 
 
 def search_messages(
@@ -368,31 +383,37 @@ def search_messages(
     plan = _fts_plan(query)
     if plan is None:
         return []
-    table, fts_query = plan
     where, params = _filters(source_filter, exclude_sources, role_filter)
-    short_terms = _short_cjk_terms(query)
-    if short_terms is not None:
-        rows = _search_like(conn, short_terms, where, params, limit, offset)
-    else:
+    cols = "m.id, m.session_id, m.role, m.timestamp, s.source, s.model, s.started_at AS session_started"
+    if plan.table is None:
         rows = conn.execute(
-        f"""
-        SELECT m.id, m.session_id, m.role, m.timestamp,
-               snippet({table}, -1, '>>>', '<<<', '...', 40) AS snippet,
-               s.source, s.model, s.started_at AS session_started
-        FROM {table} f
-        JOIN messages m ON m.id = f.rowid
-        JOIN sessions s ON s.id = m.session_id
-        WHERE {table} MATCH ? {where}
-        ORDER BY f.rank, m.id DESC
-        LIMIT ? OFFSET ?
-        """,
-            (fts_query, *params, limit, offset),
+            f"""
+            SELECT {cols}, COALESCE(m.content, m.tool_calls, m.tool_name, '') AS snippet
+            FROM messages m JOIN sessions s ON s.id = m.session_id
+            WHERE ({plan.like_sql}) {where}
+            ORDER BY m.id DESC LIMIT ? OFFSET ?
+            """,
+            (*plan.like_params, *params, limit, offset),
+        ).fetchall()
+    else:
+        table = plan.table
+        rows = conn.execute(
+            f"""
+            SELECT {cols}, snippet({table}, -1, '>>>', '<<<', '...', 40) AS snippet
+            FROM {table} f
+            JOIN messages m ON m.id = f.rowid
+            JOIN sessions s ON s.id = m.session_id
+            WHERE {table} MATCH ? {where}
+            ORDER BY f.rank, m.id DESC
+            LIMIT ? OFFSET ?
+            """,
+            (plan.fts_query, *params, limit, offset),
         ).fetchall()
     results = []
     for row in rows:
         d = _row_dict(row)
-        if short_terms is not None:
-            d["snippet"] = _like_snippet(d["snippet"] or "", short_terms[0])
+        if plan.table is None:
+            d["snippet"] = _like_snippet(d["snippet"] or "", plan.first_term)
         d["context"] = [
             c
             for c in (
@@ -466,58 +487,86 @@ def search_sessions(
     exclude_session_ids: Sequence[str] | None = None,
     sort: str | None = None,
     window: int = 5,
-    scan_limit: int = 200,
 ) -> list[dict[str, Any]]:
     """Discovery: the top sessions for a query, one per lineage, each with its
     opening and closing messages and a window around the best hit."""
     plan = _fts_plan(query)
     if plan is None:
         return []
-    table, fts_query = plan
     where, params = _filters(source_filter, None, role_filter, exclude_session_ids)
-    order = {"newest": "s.started_at DESC, f.rank", "oldest": "s.started_at ASC, f.rank"}.get(sort or "", "f.rank")
-    # Rank inside FTS first (cheap, bounded), then join: a common word must not
-    # drag every matching row through the joins.
-    rows = conn.execute(
-        f"""
-        WITH hits AS (
-            SELECT rowid, rank, snippet({table}, -1, '>>>', '<<<', '...', 40) AS snippet
-            FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?
+    order = {"newest": "started_at DESC, rank, id DESC", "oldest": "started_at ASC, rank, id DESC"}.get(
+        sort or "", "rank, id DESC"
+    )
+    if plan.table is None:
+        source_sql, match_params = f"messages m JOIN sessions s ON s.id = m.session_id WHERE ({plan.like_sql})", list(
+            plan.like_params
         )
-        SELECT m.id, m.session_id, s.title, s.source, s.started_at, f.snippet
-        FROM hits f
-        JOIN messages m ON m.id = f.rowid
-        JOIN sessions s ON s.id = m.session_id
-        WHERE 1 = 1 {where}
+        rank_sql = "-m.id"
+    else:
+        table = plan.table
+        source_sql = (
+            f"{table} f JOIN messages m ON m.id = f.rowid JOIN sessions s ON s.id = m.session_id "
+            f"WHERE {table} MATCH ?"
+        )
+        match_params = [plan.fts_query]
+        rank_sql = "f.rank"
+    # Filters apply before ranking, and each session keeps only its best hit,
+    # so noisy sessions cannot crowd out the one that matters.
+    sql = f"""
+        SELECT id, session_id, title, source, started_at FROM (
+            SELECT m.id, m.session_id, s.title, s.source, s.started_at, {rank_sql} AS rank,
+                   ROW_NUMBER() OVER (PARTITION BY m.session_id ORDER BY {rank_sql}, m.id DESC) AS rn
+            FROM {source_sql} {where}
+        ) WHERE rn = 1
         ORDER BY {order}
-        """,
-        (fts_query, scan_limit, *params),
-    ).fetchall()
+        LIMIT ? OFFSET ?
+    """
     roots: dict[str, str] = {}
     seen: set[str] = set()
-    results = []
-    for row in rows:
-        root = _lineage_root(conn, row["session_id"], roots)
-        if root in seen:
-            continue
-        seen.add(root)
-        start, end = _bookends(conn, row["session_id"])
-        win = _window(conn, row["session_id"], row["id"], window)
-        results.append(
-            {
-                "session_id": row["session_id"],
-                "title": row["title"],
-                "when": row["started_at"],
-                "source": row["source"],
-                "snippet": row["snippet"],
-                "bookend_start": start,
-                "messages": win["messages"],
-                "bookend_end": end,
-                "match_message_id": row["id"],
-                "messages_before": win["messages_before"],
-                "messages_after": win["messages_after"],
-            }
-        )
-        if len(results) >= limit:
+    results: list[dict[str, Any]] = []
+    page = max(limit * 4, 20)
+    offset = 0
+    while len(results) < limit:
+        rows = conn.execute(sql, (*match_params, *params, page, offset)).fetchall()
+        for row in rows:
+            root = _lineage_root(conn, row["session_id"], roots)
+            if root in seen:
+                continue
+            seen.add(root)
+            results.append(_discovery_result(conn, plan, row, window))
+            if len(results) >= limit:
+                break
+        if len(rows) < page:
             break
+        offset += page
     return results
+
+
+def _discovery_result(conn: sqlite3.Connection, plan: _Plan, row: sqlite3.Row, window: int) -> dict[str, Any]:
+    if plan.table is None:
+        content = conn.execute(
+            "SELECT COALESCE(content, tool_calls, tool_name, '') FROM messages WHERE id = ?", (row["id"],)
+        ).fetchone()[0]
+        snippet = _like_snippet(content, plan.first_term)
+    else:
+        snippet = conn.execute(
+            f"SELECT snippet({plan.table}, -1, '>>>', '<<<', '...', 40) FROM {plan.table} "
+            f"WHERE {plan.table} MATCH ? AND rowid = ?",
+            (plan.fts_query, row["id"]),
+        ).fetchone()[0]
+    start, end = _bookends(conn, row["session_id"])
+    win = _window(conn, row["session_id"], row["id"], window)
+    return {
+        "session_id": row["session_id"],
+        "title": row["title"],
+        "when": row["started_at"],
+        "source": row["source"],
+        "snippet": snippet,
+        "bookend_start": start,
+        "messages": win["messages"],
+        "bookend_end": end,
+        "match_message_id": row["id"],
+        "messages_before": win["messages_before"],
+        "messages_after": win["messages_after"],
+    }
+

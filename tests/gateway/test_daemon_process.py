@@ -205,4 +205,4 @@ async def test_kill_9_mid_turn_then_restart_carries_on(tmp_path: Path, fake_open
     assert contents == ["lost in flight?", "are you back?", "echo: are you back?"]
     # Same chat, same session, and the model saw the earlier message as history.
     assert db_rows(home, "SELECT COUNT(*) FROM sessions") == [(1,)]
-    assert "lost in flight?" in str(fake_openai.chat_requests[-1].json["messages"])
+    assert "lost in flight?" in str(fake_openai.chat_requests[-1].body["messages"])

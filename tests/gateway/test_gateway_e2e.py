@@ -37,7 +37,7 @@ async def test_api_server_round_trip(gateway_home: Path, fake_openai: FakeOpenAI
         second = await gw.ask("and again", user="alice")
         assert second.json()["choices"][0]["message"]["content"] == "echo: and again"
         # The model saw the stored history, not what the client sent.
-        sent = fake_openai.chat_requests[-1].json["messages"]
+        sent = fake_openai.chat_requests[-1].body["messages"]
         assert [m["role"] for m in sent] == ["system", "user", "assistant", "user"]
         assert sent[1]["content"] == "hello there"
         models = await gw.http.get("/v1/models")
@@ -63,7 +63,7 @@ async def test_system_prompt_is_built_once_and_reused(gateway_home: Path, fake_o
     async with run_gateway(gateway_home, fake_openai.base_url) as gw:
         await gw.ask("one")
         await gw.ask("two")
-    first, second = (r.json["messages"][0]["content"] for r in fake_openai.chat_requests[-2:])
+    first, second = (r.body["messages"][0]["content"] for r in fake_openai.chat_requests[-2:])
     assert first == second
     stored = rows(gw.db_path, "SELECT system_prompt FROM sessions")[0][0]
     assert stored == first
@@ -84,7 +84,7 @@ async def test_api_bad_requests_get_clear_errors(gateway_home: Path, fake_openai
         # The daemon is still fine.
         ok = await gw.ask("still alive?")
         assert ok.status_code == 200
-    assert fake_openai.chat_requests[-1].json["messages"][-1]["content"] == "still alive?"
+    assert fake_openai.chat_requests[-1].body["messages"][-1]["content"] == "still alive?"
 
 
 async def test_many_chats_concurrently_each_reply_to_its_chat(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
