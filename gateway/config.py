@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -35,9 +35,13 @@ def _id_list(value: Any) -> Any:
         return []
     if isinstance(value, str):
         return [v for v in value.replace(",", " ").split() if v]
+    if isinstance(value, bool):
+        raise ValueError("expected user ids, not true/false")
     if isinstance(value, int):
         return [str(value)]
     if isinstance(value, list):
+        if any(isinstance(v, bool) for v in value):
+            raise ValueError("expected user ids, not true/false")
         return [str(v) for v in value]
     return value
 
@@ -123,7 +127,8 @@ class Settings(_Section):
 class LoadedConfig:
     home: Path
     settings: Settings
-    env: Mapping[str, str]  # .env merged under the process environment
+    # .env merged under the process environment; holds secrets, so never shown
+    env: Mapping[str, str] = field(repr=False)
     config_file: Path
 
     @property
@@ -169,6 +174,9 @@ def parse_dotenv(path: Path) -> dict[str, str]:
         value = value.strip()
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
             value = value[1:-1]
+        elif " #" in value:
+            # An unquoted value ends where a comment begins (as in dotenv and Compose).
+            value = value.split(" #", 1)[0].rstrip()
         values[key] = value
     return values
 
@@ -219,7 +227,12 @@ def load_config(home: Path | None = None, environ: Mapping[str, str] | None = No
         try:
             loaded = yaml.safe_load(config_file.read_text(encoding="utf-8"))
         except yaml.YAMLError as exc:
-            raise ConfigError(f"{config_file} is not valid YAML: {exc}") from None
+            # Only the position and the problem: PyYAML's own message quotes the
+            # offending line, which may hold a secret.
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+            problem = getattr(exc, "problem", None) or "syntax error"
+            raise ConfigError(f"{config_file} is not valid YAML{where}: {problem}") from None
         if loaded is None:
             loaded = {}
         if not isinstance(loaded, dict):

@@ -46,7 +46,7 @@ class Delivery:
             log.error("delivery.no_adapter", platform=out.platform)
             return False
         if out.kind is not SendKind.REPLY:
-            return await self._send_chunks(adapter, out)
+            return await self._send_chunks(adapter, out) is None
         now = time.time()
         ledger_id = await self._store.write(
             lambda c: c.execute(
@@ -55,21 +55,22 @@ class Delivery:
                 (session_key, session_id, out.platform, out.chat_id, out.thread_id, out.reply_to, out.text, now),
             ).lastrowid
         )
-        ok = await self._send_chunks(adapter, out)
-        await self._mark(int(ledger_id or 0), "sent" if ok else "failed")
-        return ok
+        error = await self._send_chunks(adapter, out)
+        await self._mark(int(ledger_id or 0), "sent" if error is None else "failed", error)
+        return error is None
 
-    async def _send_chunks(self, adapter: Adapter, out: OutboundMessage) -> bool:
+    async def _send_chunks(self, adapter: Adapter, out: OutboundMessage) -> str | None:
+        """Send every chunk in order; the error text if one failed, else None."""
         try:
             for chunk in adapter.split(out.text) if out.text else [out.text]:
                 await adapter.send(
                     OutboundMessage(out.platform, out.chat_id, chunk, out.thread_id, out.reply_to, out.kind)
                 )
         except Exception as exc:
-            log.error("delivery.send_failed", platform=out.platform, chat_id=out.chat_id,
-                      error_type=type(exc).__name__, error=str(exc)[:300])
-            return False
-        return True
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            log.error("delivery.send_failed", platform=out.platform, chat_id=out.chat_id, error=error)
+            return error
+        return None
 
     async def _mark(self, ledger_id: int, status: str, error: str | None = None) -> None:
         now = time.time()
@@ -108,12 +109,12 @@ class Delivery:
             if adapter is None or not adapter.supports_recovery:
                 await self._mark(item.id, "expired", "no recipient waiting")
                 continue
-            ok = await self._send_chunks(
+            error = await self._send_chunks(
                 adapter,
                 OutboundMessage(platform, item.chat_id, RECOVERED_PREFIX + item.text, item.thread_id, item.reply_to),
             )
-            await self._mark(item.id, "recovered" if ok else "failed")
-            sent += ok
+            await self._mark(item.id, "recovered" if error is None else "failed", error)
+            sent += error is None
         if pending:
             log.info("delivery.recovered", platform=platform, replies=sent, claimed=len(pending))
         return sent

@@ -90,8 +90,12 @@ class Lanes:
     async def _work(self, key: str, lane: _Lane) -> None:
         try:
             while lane.queue:
-                item = lane.queue.popleft()
+                # Take a global slot first: until then the job stays visible in
+                # the queue (counted as waiting, dropped cleanly by drain).
                 async with self._sem:
+                    if not lane.queue:
+                        break
+                    item = lane.queue.popleft()
                     lane.current = asyncio.create_task(item.job(), name=f"turn:{key}")
                     try:
                         await asyncio.shield(lane.current)

@@ -264,6 +264,7 @@ class Gateway:
         state = self.adapter_states[name]
         backoff = 1.0
         while not self._stop.is_set():
+            adapter.ready.clear()  # "connected" must come from this attempt
             recovery = asyncio.create_task(self._recover_when_ready(name, adapter, services))
             try:
                 await adapter.connect()
@@ -275,6 +276,8 @@ class Gateway:
                 log.error("adapter.fatal", adapter=name, error=str(exc))
                 return
             except Exception as exc:
+                if adapter.ready.is_set():
+                    backoff = 1.0  # it had connected: this is a fresh failure, not a failing start
                 state.state, state.last_error = "restarting", f"{type(exc).__name__}: {exc}"
                 state.restarts += 1
                 log.error("adapter.crashed", adapter=name, error=state.last_error, retry_in=backoff)

@@ -58,9 +58,7 @@ def build_session_key(message: InboundMessage, settings: SessionKeySettings) -> 
     # A THREAD chat is a thread in itself, so it follows the thread rule even
     # when the adapter reports no separate thread id.
     in_thread = thread_id is not None or chat_type == ChatType.THREAD
-    isolate_user = settings.group_sessions_per_user and (
-        not in_thread or settings.thread_sessions_per_user
-    )
+    isolate_user = settings.group_sessions_per_user and (not in_thread or settings.thread_sessions_per_user)
     # The chat segment is always present (empty if the adapter gave none) so a
     # thread or user id can never slide into the chat id's position.
     segments = [chat_id or ""]
@@ -83,4 +81,4 @@ def _join(prefix: str, *segments: str | None) -> str:
 
 def _escape(segment: str) -> str:
     # '%' first, so an id that already looks escaped stays distinguishable.
-    return segment.replace(":", "%3A")
+    return segment.replace("%", "%25").replace(":", "%3A")

@@ -128,33 +128,39 @@ def append_message(
 ) -> int:
     """Append one message; returns its row id (the proof it was written)."""
     n_tool_calls = len(tool_calls) if isinstance(tool_calls, list) else 0
-    cur = conn.execute(
-        "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, "
-        "token_count, finish_reason, reasoning, reasoning_content, reasoning_details, "
-        "codex_reasoning_items, codex_message_items) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            session_id,
-            role,
-            content,
-            tool_call_id,
-            _json_or_none(tool_calls),
-            tool_name,
-            time.time() if timestamp is None else timestamp,
-            token_count,
-            finish_reason,
-            reasoning,
-            reasoning_content,
-            _json_or_none(reasoning_details),
-            _json_or_none(codex_reasoning_items),
-            _json_or_none(codex_message_items),
-        ),
+    row = (
+        session_id,
+        role,
+        content,
+        tool_call_id,
+        _json_or_none(tool_calls),
+        tool_name,
+        time.time() if timestamp is None else timestamp,
+        token_count,
+        finish_reason,
+        reasoning,
+        reasoning_content,
+        _json_or_none(reasoning_details),
+        _json_or_none(codex_reasoning_items),
+        _json_or_none(codex_message_items),
     )
+    try:
+        cur = conn.execute(
+            "INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, "
+            "token_count, finish_reason, reasoning, reasoning_content, reasoning_details, "
+            "codex_reasoning_items, codex_message_items) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+        )
+    except sqlite3.IntegrityError as exc:
+        if "FOREIGN KEY" in str(exc):
+            raise SessionNotFoundError(f"No session with id {session_id}; the message was not stored.") from exc
+        raise
     updated = conn.execute(
         "UPDATE sessions SET message_count = COALESCE(message_count, 0) + 1, "
         "tool_call_count = COALESCE(tool_call_count, 0) + ? WHERE id = ?",
         (n_tool_calls, session_id),
     )
-    if updated.rowcount != 1:  # foreign keys catch this first; kept for FK-less opens
+    if updated.rowcount != 1:  # the foreign key catches this first; kept for FK-less connections
         raise SessionNotFoundError(f"No session with id {session_id}; the message was not stored.")
     rowid = cur.lastrowid
     assert rowid is not None

@@ -33,7 +33,7 @@ class AutoPruneSettings:
 
 
 def is_scaffolding(message: Mapping[str, Any]) -> bool:
-    """An assistant message with nothing in it: no text, no tool calls, no reasoning.
+    """An assistant message with nothing in it: no text, no tool calls, no reasoning of any kind.
 
     Such messages are placeholders of an unfinished step; they are never persisted.
     """
@@ -41,7 +41,9 @@ def is_scaffolding(message: Mapping[str, Any]) -> bool:
         return False
     content = message.get("content")
     has_text = bool(content.strip()) if isinstance(content, str) else bool(content)
-    return not (has_text or message.get("tool_calls") or message.get("reasoning") or message.get("reasoning_content"))
+    payload = ("tool_calls", "reasoning", "reasoning_content", "reasoning_details",
+               "codex_reasoning_items", "codex_message_items")
+    return not (has_text or any(message.get(key) for key in payload))
 
 
 class StateStore:

@@ -123,7 +123,11 @@ def _translate(exc: BaseException) -> BaseException:
             "Nothing from this operation was written; free space and retry."
         )
     elif _is_busy(exc):
-        err = StorageBusyError(f"state.db stayed locked by another process: {exc}")
+        err = StorageBusyError(
+            "state.db stayed locked by another process for longer than the retry budget "
+            "(storage.busy_retry_budget); nothing was written. Find the process holding it "
+            f"(a CLI, a backup) and retry. SQLite said: {exc}"
+        )
     elif isinstance(exc, sqlite3.Error):
         err = StorageError(f"state.db rejected the operation: {exc}")
     else:
@@ -164,9 +168,15 @@ class Writer:
         await self.aclose()
 
     async def start(self) -> None:
-        """Open, migrate, and run the serving loop as a task of its own."""
-        if self._task is not None:
+        """Open, migrate, and run the serving loop as a task of its own.
+
+        After a failed start (a held lock, a bad file) ``start`` may be called
+        again: it begins afresh rather than pretending to run.
+        """
+        if self._task is not None and not self._task.done():
             return
+        if self._task is not None:
+            self._reset()
         self._task = asyncio.create_task(self.serve(), name="storage-writer")
         started = asyncio.create_task(self._started.wait())
         done, _ = await asyncio.wait({self._task, started}, return_when=asyncio.FIRST_COMPLETED)
@@ -176,8 +186,20 @@ class Writer:
 
     async def aclose(self) -> None:
         self.request_stop()
-        if self._task is not None:
-            await asyncio.shield(self._task)
+        if self._task is None:
+            return
+        if not self._started.is_set() and self._task.done():
+            return  # it never opened: nothing to drain, the error was raised by start()
+        await asyncio.shield(self._task)
+
+    def _reset(self) -> None:
+        self._queue = asyncio.Queue()
+        self._slots = asyncio.Semaphore(self.settings.queue_limit)
+        self._closing = False
+        self._started = asyncio.Event()
+        self._stopped = asyncio.Event()
+        self._task = None
+        self.stats = WriterStats()
 
     def request_stop(self) -> None:
         """Stop accepting work; what is queued still commits."""
@@ -223,8 +245,8 @@ class Writer:
 
         ``transactional=False`` runs the op outside a transaction (VACUUM, pragmas).
         """
-        if self._closing:
-            raise StorageClosedError("the storage writer is stopping; the write was not accepted")
+        if self._closing or self._stopped.is_set():
+            raise StorageClosedError("the storage writer is not running; the write was not accepted")
         await self._slots.acquire()
         if self._closing:
             self._slots.release()
@@ -315,7 +337,10 @@ class Writer:
         if conn is None:
             return
         try:
-            self._checkpoint(conn, "TRUNCATE")
+            result = self._checkpoint(conn, "TRUNCATE")
+            if result.busy:
+                log.warning("storage.final_checkpoint_busy", hint="another process held a read lock; "
+                            "the WAL is folded in on the next start")
         except sqlite3.Error as exc:
             log.warning("storage.final_checkpoint_failed", error=str(exc))
         finally:
@@ -448,14 +473,15 @@ class Writer:
             self._safe_checkpoint("PASSIVE")
 
     def _idle_checkpoint(self) -> None:
-        self._safe_checkpoint("TRUNCATE")
+        result = self._safe_checkpoint("TRUNCATE")
         # A reader may keep TRUNCATE from finishing; try again on the next idle
         # tick rather than spinning.
-        self._dirty = False if self.stats.last_checkpoint is None else self.stats.last_checkpoint.busy != 0
+        self._dirty = result is None or result.busy != 0
 
-    def _safe_checkpoint(self, mode: CheckpointMode) -> None:
+    def _safe_checkpoint(self, mode: CheckpointMode) -> CheckpointResult | None:
         conn = self._require_conn()
         try:
-            self._checkpoint(conn, mode)
+            return self._checkpoint(conn, mode)
         except sqlite3.Error as exc:
             log.warning("storage.checkpoint_failed", mode=mode, error=str(exc))
+            return None
