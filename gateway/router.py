@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from adapters.base import ChatType, Disposition, InboundMessage, OutboundMessage, SendKind
+from adapters.base import Disposition, InboundMessage, OutboundMessage, SendKind
 from core.agent import Agent, TurnRequest
 from core.errors import ModelNotConfiguredError
 from storage.errors import GatewayError
@@ -23,7 +23,7 @@ from .commands import CommandContext, parse_command
 from .lanes import Job, LaneFullError
 from .logs import redact
 from .services import Services
-from .session_key import SessionKeySettings, build_session_key
+from .session_key import SessionKeySettings, build_session_key, is_shared_session
 
 log = structlog.get_logger("hermes.router")
 
@@ -161,7 +161,7 @@ class Router:
                 text=text,
                 user_id=msg.user_id,
                 user_name=msg.user_name,
-                shared_session=msg.chat_type is not ChatType.DM and not key.endswith(":" + (msg.user_id or "\0")),
+                shared_session=is_shared_session(msg, self._keys),
             )
             typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
             kind = SendKind.REPLY

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from adapters.base import ChatType, InboundMessage
 
-__all__ = ["SessionKeySettings", "build_session_key"]
+__all__ = ["SessionKeySettings", "build_session_key", "is_shared_session"]
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,15 @@ def build_session_key(message: InboundMessage, settings: SessionKeySettings) -> 
             # member whose id happens to equal the thread id.
             segments.append("")
     return _join(prefix, *segments)
+
+
+def is_shared_session(message: InboundMessage, settings: SessionKeySettings) -> bool:
+    """Whether several people may talk in this message's session (its key has no user)."""
+    if ChatType(message.chat_type) == ChatType.DM:
+        return False
+    in_thread = bool(message.thread_id) or message.chat_type == ChatType.THREAD
+    isolate_user = settings.group_sessions_per_user and (not in_thread or settings.thread_sessions_per_user)
+    return not (isolate_user and message.user_id)
 
 
 def _join(prefix: str, *segments: str | None) -> str:

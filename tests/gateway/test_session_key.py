@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapters.base import ChatType, InboundMessage
-from gateway.session_key import SessionKeySettings, build_session_key
+from gateway.session_key import SessionKeySettings, build_session_key, is_shared_session
 
 DEFAULT = SessionKeySettings()
 
@@ -405,3 +405,26 @@ def test_no_collisions_over_a_fixed_tricky_pool(key_settings: SessionKeySettings
     check_keys_against_conversations(
         every_message(["t", "t:a", "t%3Aa"], ids), key_settings, injective=key_settings != DEFAULT
     )
+
+
+@pytest.mark.parametrize(
+    ("chat_type", "thread", "user", "per_user", "thread_per_user", "shared"),
+    [
+        (ChatType.DM, None, "u", True, False, False),
+        (ChatType.GROUP, None, "u", True, False, False),
+        (ChatType.GROUP, None, "u", False, False, True),
+        (ChatType.GROUP, "t", "u", True, False, True),
+        (ChatType.GROUP, "t", "u", True, True, False),
+        (ChatType.GROUP, None, None, True, False, True),
+        (ChatType.CHANNEL, None, "u", True, False, False),
+        (ChatType.THREAD, None, "u", True, False, True),
+    ],
+)
+def test_is_shared_session_matches_whether_the_key_names_the_user(
+    chat_type: ChatType, thread: str | None, user: str | None, per_user: bool, thread_per_user: bool, shared: bool
+) -> None:
+    msg = InboundMessage(platform="p", chat_id="c", chat_type=chat_type, user_id=user, text="x", thread_id=thread)
+    settings = SessionKeySettings(group_sessions_per_user=per_user, thread_sessions_per_user=thread_per_user)
+    assert is_shared_session(msg, settings) is shared
+    if chat_type is not ChatType.DM and user is not None:
+        assert build_session_key(msg, settings).endswith(f":{user}") is (not shared)
