@@ -26,6 +26,7 @@ from core.agent import Agent, MinimalAgent, TurnRequest
 from core.llm import ModelClient, ModelSettings
 from storage import AutoPruneSettings, StateStore, WriterSettings
 
+from .auth import Authorizer
 from .builtin_commands import register_builtin_commands
 from .commands import CommandRegistry
 from .config import ConfigError, LoadedConfig
@@ -203,8 +204,6 @@ class Gateway:
                 model_name=settings.model.default,
             )
             self.services = services
-            from .auth import Authorizer
-
             authorizer = Authorizer(self.config, adapters)
             authorizer.warn_if_closed()
             if not client.settings.configured:
