@@ -135,6 +135,7 @@ class ApiServerAdapter(Adapter):
             text=text,
             message_id=message_id,
             dedupe_id=f"idem:{user.strip()}:{idem}" if idem else None,
+            redeliverable=bool(idem),
             pre_authorized=True,
         )
         fut: asyncio.Future[str] = asyncio.get_running_loop().create_future()

@@ -56,6 +56,9 @@ class InboundMessage:
     # What identifies a redelivery of this message on its platform; defaults
     # to chat + message id (message ids are per chat on some platforms).
     dedupe_id: str | None = None
+    # False where a message can never be delivered twice (an HTTP request
+    # without an idempotency key): no dedupe record is written for it.
+    redeliverable: bool = True
     # Set by adapters whose transport already authenticated the sender
     # (the local HTTP API's bearer key); platform allowlists do not apply.
     pre_authorized: bool = False
@@ -65,6 +68,8 @@ class InboundMessage:
 
     @property
     def delivery_key(self) -> str | None:
+        if not self.redeliverable:
+            return None
         if self.dedupe_id is not None:
             return self.dedupe_id
         if self.message_id is None:

@@ -28,7 +28,9 @@ class TranscriptStore(Protocol):
 
     async def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]: ...
 
-    async def persist_message(self, session_id: str, message: Mapping[str, Any]) -> int | None: ...
+    async def persist_message(
+        self, session_id: str, message: Mapping[str, Any], *, usage: Mapping[str, Any] | None = None
+    ) -> int | None: ...
 
     async def update_system_prompt(self, session_id: str, system_prompt: str) -> None: ...
 
@@ -102,18 +104,18 @@ class MinimalAgent:
             message["finish_reason"] = result.finish_reason
         if result.usage.output_tokens:
             message["token_count"] = result.usage.output_tokens
-        row = await self._store.persist_message(request.session_id, message)
+        usage = {
+            "input_tokens": result.usage.input_tokens,
+            "output_tokens": result.usage.output_tokens,
+            "cache_read_tokens": result.usage.cache_read_tokens,
+            "cache_write_tokens": result.usage.cache_write_tokens,
+            "reasoning_tokens": result.usage.reasoning_tokens,
+            "api_call_count": 1,
+        }
+        # The answer and what it cost commit together.
+        row = await self._store.persist_message(request.session_id, message, usage=usage)
         if row is not None:
             ids.append(row)
-        await self._store.record_usage(
-            request.session_id,
-            input_tokens=result.usage.input_tokens,
-            output_tokens=result.usage.output_tokens,
-            cache_read_tokens=result.usage.cache_read_tokens,
-            cache_write_tokens=result.usage.cache_write_tokens,
-            reasoning_tokens=result.usage.reasoning_tokens,
-            api_call_count=1,
-        )
         text = message.get("content") or ""
         if not isinstance(text, str):
             text = str(text)

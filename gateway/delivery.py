@@ -45,7 +45,8 @@ class Delivery:
         if adapter is None:
             log.error("delivery.no_adapter", platform=out.platform)
             return False
-        if out.kind is not SendKind.REPLY:
+        if out.kind is not SendKind.REPLY or not adapter.supports_recovery:
+            # Only replies that could be re-sent after a crash need the ledger.
             return await self._send_chunks(adapter, out) is None
         now = time.time()
         ledger_id = await self._store.write(

@@ -115,16 +115,28 @@ class StateStore:
         return await self.write(partial(_ops.append_message, session_id=session_id, role=role,
                                          content=content, **kwargs))
 
-    async def persist_message(self, session_id: str, message: Mapping[str, Any]) -> int | None:
+    async def persist_message(
+        self, session_id: str, message: Mapping[str, Any], *, usage: Mapping[str, Any] | None = None
+    ) -> int | None:
         """Persist one OpenAI-format message the moment it is produced.
 
         Returns the row id, or None for an empty assistant placeholder, which is
         never stored. There is no "flushed up to N" bookkeeping to go stale.
+        ``usage`` (token counts of the call that produced it) commits with it.
         """
         if is_scaffolding(message):
+            if usage:
+                await self.record_usage(session_id, **usage)
             return None
         cols = _ops.message_columns(message)
-        return await self.write(partial(_ops.append_message, session_id=session_id, **cols))
+
+        def op(conn: sqlite3.Connection) -> int:
+            row_id = _ops.append_message(conn, session_id=session_id, **cols)
+            if usage:
+                _ops.record_usage(conn, session_id, **usage)
+            return row_id
+
+        return await self.write(op)
 
     async def get_messages(self, session_id: str) -> list[dict[str, Any]]:
         return await self.read(partial(_queries.get_messages, session_id=session_id))

@@ -262,3 +262,36 @@ async def test_interrupted_reply_is_recovered_once_after_restart(gateway_home: P
         await asyncio.sleep(0.3)
     assert chat3.sent == []  # recovered once, never again
     assert rows(gateway_home / "state.db", "SELECT status FROM gateway_outbound") == [("recovered",)]
+
+
+async def test_api_requests_without_idempotency_key_leave_no_dedupe_or_ledger_rows(
+    gateway_home: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with run_gateway(gateway_home, fake_openai.base_url) as gw:
+        for i in range(3):
+            assert (await gw.ask(f"plain {i}")).status_code == 200
+        first = await gw.http.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "once only"}], "user": "alice"},
+            headers={"Idempotency-Key": "k-1"},
+        )
+        again = await gw.http.post(
+            "/v1/chat/completions",
+            json={"messages": [{"role": "user", "content": "once only"}], "user": "alice"},
+            headers={"Idempotency-Key": "k-1"},
+        )
+    assert first.status_code == 200 and again.status_code == 409
+    assert rows(gw.db_path, "SELECT delivery_key FROM gateway_inbound_seen") == [("idem:alice:k-1",)]
+    # A waiting HTTP client cannot be answered after a crash, so nothing is ledgered for it.
+    assert rows(gw.db_path, "SELECT COUNT(*) FROM gateway_outbound") == [(0,)]
+    assert len(fake_openai.chat_requests) == 4
+
+
+async def test_token_usage_is_recorded_on_the_session(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    async with run_gateway(gateway_home, fake_openai.base_url) as gw:
+        await gw.ask("count my tokens")
+        await gw.ask("and these")
+    (inp, out, calls), = rows(gw.db_path, "SELECT input_tokens, output_tokens, api_call_count FROM sessions")
+    assert calls == 2 and inp > 0 and out > 0
+    tokens = rows(gw.db_path, "SELECT token_count FROM messages WHERE role = 'assistant'")
+    assert all(t[0] and t[0] > 0 for t in tokens)
