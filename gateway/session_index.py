@@ -45,12 +45,24 @@ def reset_reason(policy: SessionResetConfig, last_active: float, now: float) -> 
 
 def _lookup(conn: sqlite3.Connection, key: str) -> dict[str, Any] | None:
     row = conn.execute(
-        "SELECT i.session_id, i.updated_at, s.id AS live_id, s.ended_at "
+        "SELECT i.session_id, i.updated_at, s.id AS live_id, s.ended_at, "
+        "(SELECT MAX(m.timestamp) FROM messages m WHERE m.session_id = i.session_id) AS last_message_at "
         "FROM gateway_session_index i LEFT JOIN sessions s ON s.id = i.session_id "
         "WHERE i.session_key = ?",
         (key,),
     ).fetchone()
     return None if row is None else dict(zip(row.keys(), tuple(row), strict=True))
+
+
+def _live(row: dict[str, Any] | None) -> bool:
+    return row is not None and row["live_id"] is not None and row["ended_at"] is None
+
+
+def _last_active(row: dict[str, Any]) -> float:
+    """The later of the last message and the moment the key was (re)bound, so a
+    session just resumed with /resume is not immediately idle. Derived from
+    data, so an ordinary turn needs no write to keep it current."""
+    return max(float(row["updated_at"]), float(row["last_message_at"] or 0.0))
 
 
 def _bind(conn: sqlite3.Connection, key: str, session_id: str, msg: InboundMessage | None, now: float) -> None:
@@ -93,9 +105,9 @@ class SessionIndex:
         if self._policy.mode == "none":
             return None
         row = await self._store.read(lambda c: _lookup(c, key))
-        if row is None or row["live_id"] is None or row["ended_at"] is not None:
+        if row is None or not _live(row):
             return None
-        if reset_reason(self._policy, float(row["updated_at"]), time.time()) is None:
+        if reset_reason(self._policy, _last_active(row), time.time()) is None:
             return None
         return str(row["session_id"])
 
@@ -103,17 +115,18 @@ class SessionIndex:
         """The session for this message: the bound one, or a new one when there is
         none, it ended or vanished, or the reset policy says its time is up."""
         now = time.time()
+        # The common case, a live session with no reset due, is a read.
+        current = await self._store.read(lambda c: _lookup(c, key))
+        if current is not None and _live(current) and reset_reason(self._policy, _last_active(current), now) is None:
+            return Binding(key, str(current["session_id"]), created=False)
 
         def op(conn: sqlite3.Connection) -> Binding:
-            row = _lookup(conn, key)
+            row = _lookup(conn, key)  # again, under the write lock
             previous: str | None = None
             reason: str | None = None
-            if row is not None and row["live_id"] is not None and row["ended_at"] is None:
-                reason = reset_reason(self._policy, float(row["updated_at"]), now)
+            if row is not None and _live(row):
+                reason = reset_reason(self._policy, _last_active(row), now)
                 if reason is None:
-                    conn.execute(
-                        "UPDATE gateway_session_index SET updated_at = ? WHERE session_key = ?", (now, key)
-                    )
                     return Binding(key, str(row["session_id"]), created=False)
                 previous = str(row["session_id"])
                 ops.end_session(conn, previous, f"session_reset:{reason}", at=now)

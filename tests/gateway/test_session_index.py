@@ -72,14 +72,17 @@ async def test_first_resolve_creates_and_binds_then_reuses(store: StateStore) ->
     assert await store.read(lambda c: c.execute("SELECT COUNT(*) FROM sessions").fetchone()[0]) == 1
 
 
-async def test_resolve_touches_last_activity(store: StateStore) -> None:
-    index = SessionIndex(store, SessionResetConfig())
+async def test_last_activity_is_the_latest_message_or_bind(store: StateStore) -> None:
+    index = SessionIndex(store, SessionResetConfig(mode="idle", idle_minutes=60))
     binding = await index.resolve(KEY, message())
-    await set_last_active(store, KEY, 1000.0)
+    await set_last_active(store, KEY, 1000.0)  # bound long ago ...
+    await store.append_message(binding.session_id, "user", "recent words")  # ... but spoken to just now
     again = await index.resolve(KEY, message())
-    assert again.session_id == binding.session_id
+    assert again.session_id == binding.session_id and again.created is False
+    assert await index.due_reset(KEY) is None
+    # An ordinary turn writes nothing to the index.
     row = await index_row(store, KEY)
-    assert row is not None and row["updated_at"] > 1000.0
+    assert row is not None and row["updated_at"] == 1000.0
 
 
 async def test_keys_are_independent(store: StateStore) -> None:
