@@ -521,13 +521,18 @@ def search_sessions(
         ORDER BY {order}
         LIMIT ? OFFSET ?
     """
+    by_rank = plan.table is not None and order == "rank, id DESC"
+    top_hits = _FIRST_TOP_HITS
     roots: dict[str, str] = {}
     seen: set[str] = set()
     results: list[dict[str, Any]] = []
     page = max(limit * 4, 20)
     offset = 0
     while len(results) < limit:
-        rows = conn.execute(sql, (*match_params, *params, page, offset)).fetchall()
+        if by_rank:
+            rows, top_hits = _page_by_rank(conn, plan, where, params, page, offset, top_hits)
+        else:
+            rows = conn.execute(sql, (*match_params, *params, page, offset)).fetchall()
         for row in rows:
             root = _lineage_root(conn, row["session_id"], roots)
             if root in seen:
@@ -540,6 +545,49 @@ def search_sessions(
             break
         offset += page
     return results
+
+
+_FIRST_TOP_HITS = 256
+
+
+def _page_by_rank(
+    conn: sqlite3.Connection, plan: _Plan, where: str, params: list[Any], page: int, offset: int, top_hits: int
+) -> tuple[list[sqlite3.Row], int]:
+    """The page search_sessions' full query gives in relevance order, joining
+    only the best-ranked hits; returns it and the number of hits it took.
+
+    The sessions found among the first K hits (rank, id DESC order, filters
+    applied) are exactly the first sessions of the full list: each one's best
+    hit is among those K, and every session left out ranks after all of them.
+    So a full page from the first K hits is the page; otherwise K grows until it
+    covers every hit. A word in one message of ten joins a few hundred rows
+    instead of ten thousand.
+    """
+    table = plan.table
+    assert table is not None
+    sql = f"""
+        SELECT id, session_id, title, source, started_at FROM (
+            SELECT m.id, m.session_id, s.title, s.source, s.started_at, f.rank AS rank,
+                   ROW_NUMBER() OVER (PARTITION BY m.session_id ORDER BY f.rank, m.id DESC) AS rn
+            FROM (SELECT rowid, rank FROM {table} WHERE {table} MATCH ? ORDER BY rank, rowid DESC LIMIT ?) f
+            JOIN messages m ON m.id = f.rowid
+            JOIN sessions s ON s.id = m.session_id
+            WHERE 1 = 1 {where}
+        ) WHERE rn = 1
+        ORDER BY rank, id DESC
+        LIMIT ? OFFSET ?
+    """
+    hits: int | None = None
+    while True:
+        rows: list[sqlite3.Row] = conn.execute(sql, (plan.fts_query, top_hits, *params, page, offset)).fetchall()
+        if len(rows) == page:
+            return rows, top_hits
+        if hits is None:
+            hits = int(conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?",
+                                    (plan.fts_query,)).fetchone()[0])
+        if top_hits >= hits:
+            return rows, top_hits
+        top_hits *= 4
 
 
 def _discovery_result(conn: sqlite3.Connection, plan: _Plan, row: sqlite3.Row, window: int) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from typing import Any, Literal, TypeVar
 
 import structlog
 
-from ._connection import open_writer_connection
+from ._connection import JOURNAL_SIZE_LIMIT, open_writer_connection
 from ._lock import WriterLock
 from ._migrate import MigrationReport, check_sqlite_features, migrate
 from .errors import (
@@ -103,6 +103,13 @@ class _Outcome:
 
 _STOP = object()
 
+# A commit count alone does not bound the WAL: one batch of a few hundred
+# messages can log megabytes (FTS5 rewrites segments as it merges them). Once
+# the -wal file reaches this size, the checkpoint after the batch is a TRUNCATE,
+# which also empties the file, so its size keeps measuring the log. The WAL then
+# peaks at about this plus one batch.
+WAL_CHECKPOINT_BYTES = JOURNAL_SIZE_LIMIT // 4
+
 
 def _is_busy(exc: BaseException) -> bool:
     msg = str(exc).lower()
@@ -157,6 +164,9 @@ class Writer:
         self._last_checkpoint = time.monotonic()
         self._dirty = False
         self._thread_ident: int | None = None
+        self._wal_path = Path(str(self.path) + "-wal")
+        self._wal_retry_at = WAL_CHECKPOINT_BYTES
+        self._checkpoint_after: CheckpointMode | None = None
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -289,7 +299,8 @@ class Writer:
                         job.future.set_result(outcome.value)
                     else:
                         job.future.set_exception(outcome.value)
-                await loop.run_in_executor(self._executor, self._periodic_checkpoint)
+                if self._checkpoint_after is not None:  # decided on the writer thread, after the batch
+                    await loop.run_in_executor(self._executor, self._periodic_checkpoint)
             if stop and self._queue.empty():
                 return
 
@@ -395,6 +406,9 @@ class Writer:
         self.stats.recent_commit_ms.append((time.perf_counter() - started) * 1000.0)
         self.stats.recent_batch_sizes.append(len(jobs))
         self.stats.max_batch = max(self.stats.max_batch, len(jobs))
+        # Most batches need no checkpoint; deciding here spares the event loop
+        # a round trip to this thread after each of them.
+        self._checkpoint_after = self._due_checkpoint()
         return outcomes
 
     def _run_plain(self, conn: sqlite3.Connection, job: _Job) -> _Outcome:
@@ -464,12 +478,36 @@ class Writer:
             self._dirty = False
         return result
 
-    def _periodic_checkpoint(self) -> None:
+    def _wal_bytes(self) -> int:
+        try:
+            return self._wal_path.stat().st_size
+        except OSError:
+            return 0
+
+    def _due_checkpoint(self) -> CheckpointMode | None:
+        """The checkpoint to run after a batch, if any."""
+        wal = self._wal_bytes()
+        if wal < WAL_CHECKPOINT_BYTES:
+            self._wal_retry_at = WAL_CHECKPOINT_BYTES
+        elif wal >= self._wal_retry_at:
+            return "TRUNCATE"
         due = self._commits_since_checkpoint >= self.settings.checkpoint_every_commits or (
             self._commits_since_checkpoint > 0
             and time.monotonic() - self._last_checkpoint >= self.settings.checkpoint_every_seconds
         )
-        if due:
+        return "PASSIVE" if due else None
+
+    def _periodic_checkpoint(self) -> None:
+        mode = self._due_checkpoint()
+        if mode == "TRUNCATE":
+            wal = self._wal_bytes()
+            result = self._safe_checkpoint("TRUNCATE")
+            # A reader still on the log keeps TRUNCATE from emptying it (after
+            # busy_timeout); try again once the log has grown by another budget,
+            # not after every batch.
+            emptied = result is not None and result.busy == 0
+            self._wal_retry_at = WAL_CHECKPOINT_BYTES if emptied else wal + WAL_CHECKPOINT_BYTES
+        elif mode == "PASSIVE":
             self._safe_checkpoint("PASSIVE")
 
     def _idle_checkpoint(self) -> None:
