@@ -24,9 +24,7 @@ log = structlog.get_logger("hermes.agent")
 class TranscriptStore(Protocol):
     """The narrow slice of storage the agent may use."""
 
-    async def get_session(self, session_id: str) -> dict[str, Any] | None: ...
-
-    async def get_messages_as_conversation(self, session_id: str) -> list[dict[str, Any]]: ...
+    async def load_conversation(self, session_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]: ...
 
     async def persist_message(
         self, session_id: str, message: Mapping[str, Any], *, usage: Mapping[str, Any] | None = None
@@ -75,8 +73,7 @@ class MinimalAgent:
         self._store = store
         self._client = client
 
-    async def _system_prompt(self, request: TurnRequest) -> str:
-        session = await self._store.get_session(request.session_id)
+    async def _system_prompt(self, request: TurnRequest, session: dict[str, Any] | None) -> str:
         stored = session.get("system_prompt") if session else None
         if stored:
             return str(stored)
@@ -87,8 +84,8 @@ class MinimalAgent:
         return prompt
 
     async def run_turn(self, request: TurnRequest) -> TurnResult:
-        system = await self._system_prompt(request)
-        history = await self._store.get_messages_as_conversation(request.session_id)
+        session, history = await self._store.load_conversation(request.session_id)
+        system = await self._system_prompt(request, session)
         user_msg = {"role": "user", "content": request.text}
         ids: list[int] = []
         user_id = await self._store.persist_message(request.session_id, user_msg)

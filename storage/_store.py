@@ -138,6 +138,18 @@ class StateStore:
 
         return await self.write(op)
 
+    async def load_conversation(self, session_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+        """The session row and its history in OpenAI format, from one read snapshot."""
+
+        def read(conn: sqlite3.Connection) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
+            conn.execute("BEGIN")  # one snapshot for both queries
+            try:
+                return _queries.get_session(conn, session_id), _queries.get_messages_as_conversation(conn, session_id)
+            finally:
+                conn.execute("COMMIT")
+
+        return await self.read(read)
+
     async def get_messages(self, session_id: str) -> list[dict[str, Any]]:
         return await self.read(partial(_queries.get_messages, session_id=session_id))
 
