@@ -146,8 +146,10 @@ class Router:
         services = self.services
         due = await services.index.due_reset(key)
         if due is not None and self._memory_flush is not None:
-            with contextlib.suppress(Exception):
+            try:
                 await self._memory_flush(services, due)
+            except Exception:  # saving memories must never cost the user their answer
+                log.exception("router.memory_flush_failed", session_id=due)
         binding = await services.index.resolve(key, msg, model=services.model_name)
         with structlog.contextvars.bound_contextvars(session_id=binding.session_id):
             if binding.created:

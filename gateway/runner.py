@@ -34,7 +34,7 @@ from .dedupe import Dedupe
 from .delivery import Delivery
 from .lanes import Lanes
 from .logs import register_secrets
-from .router import AgentMaker, Router
+from .router import AgentMaker, MemoryFlush, Router
 from .services import Services
 from .session_index import SessionIndex
 from .session_key import SessionKeySettings
@@ -97,6 +97,9 @@ class Gateway:
     config: LoadedConfig
     extra_adapters: dict[str, Adapter] = field(default_factory=dict)
     agent_maker: Callable[[ModelClient], AgentMaker] = default_agent_maker
+    #: given one turn on a session that a reset policy is about to end, to
+    #: save what is worth keeping (the agent's memory tools plug in here)
+    memory_flush: MemoryFlush | None = None
 
     def __post_init__(self) -> None:
         self._stop = asyncio.Event()
@@ -216,6 +219,7 @@ class Gateway:
                     thread_sessions_per_user=settings.gateway.thread_sessions_per_user,
                 ),
                 self.agent_maker(client),
+                memory_flush=self.memory_flush,
             )
             self.router = router
             for adapter in adapters.values():

@@ -55,6 +55,7 @@ async def run_gateway(
     config: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     chat: ChatAdapter | None = None,
+    memory_flush: Any = None,
 ) -> AsyncIterator[Running]:
     cfg: dict[str, Any] = {
         "model": {"base_url": base_url, "default": "fake-model", "max_retries": 0, "timeout": 30},
@@ -69,7 +70,7 @@ async def run_gateway(
     write_config(home, cfg, env)
     loaded = load_config(home, environ={})
     chat = chat or ChatAdapter()
-    gw = Gateway(loaded, extra_adapters={chat.platform: chat})
+    gw = Gateway(loaded, extra_adapters={chat.platform: chat}, memory_flush=memory_flush)
     task = asyncio.create_task(gw.run())
     for _ in range(500):
         if (gw.http_port and chat.ready.is_set()) or task.done():

@@ -295,3 +295,52 @@ async def test_token_usage_is_recorded_on_the_session(gateway_home: Path, fake_o
     assert calls == 2 and inp > 0 and out > 0
     tokens = rows(gw.db_path, "SELECT token_count FROM messages WHERE role = 'assistant'")
     assert all(t[0] and t[0] > 0 for t in tokens)
+
+
+async def test_reset_policy_gives_the_old_session_a_memory_turn_first(
+    gateway_home: Path, fake_openai: FakeOpenAI
+) -> None:
+    flushed: list[tuple[str, int]] = []
+
+    async def flush(services: object, session_id: str) -> None:
+        # The old session is still live and complete when its memory turn runs.
+        count = rows(gateway_home / "state.db", "SELECT COUNT(*) FROM messages WHERE session_id = ?", session_id)
+        ended = rows(gateway_home / "state.db", "SELECT ended_at FROM sessions WHERE id = ?", session_id)
+        assert ended == [(None,)]
+        flushed.append((session_id, int(count[0][0])))
+
+    chat = ChatAdapter()
+    async with run_gateway(gateway_home, fake_openai.base_url, env=ALLOW, chat=chat, memory_flush=flush,
+                           config={"session_reset": {"mode": "idle", "idle_minutes": 1}}) as gw:
+        await chat.say("before the break", user="u1")
+        await chat.wait_sent(1, chat="u1")
+        (old,), = rows(gw.db_path, "SELECT id FROM sessions")
+        # Two hours pass.
+        conn = sqlite3.connect(gw.db_path)
+        conn.execute("UPDATE messages SET timestamp = timestamp - 7200")
+        conn.execute("UPDATE gateway_session_index SET updated_at = updated_at - 7200")
+        conn.commit()
+        conn.close()
+        await chat.say("after the break", user="u1")
+        await chat.wait_sent(2, chat="u1")
+    assert flushed == [(old, 2)]
+    sessions = rows(gw.db_path, "SELECT id, end_reason FROM sessions ORDER BY started_at")
+    assert sessions[0] == (old, "session_reset:idle") and sessions[1][1] is None
+    assert rows(gw.db_path, "SELECT content FROM messages WHERE session_id = ?", sessions[1][0])[0] == (
+        "after the break",
+    )
+
+
+async def test_api_key_is_checked_when_configured(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    async with run_gateway(gateway_home, fake_openai.base_url, env={"API_SERVER_KEY": "sk-local-test-key"}) as gw:
+        body = {"messages": [{"role": "user", "content": "hi"}], "user": "alice"}
+        missing = await gw.http.post("/v1/chat/completions", json=body)
+        wrong = await gw.http.post("/v1/chat/completions", json=body, headers={"Authorization": "Bearer nope"})
+        models = await gw.http.get("/v1/models")
+        right = await gw.http.post(
+            "/v1/chat/completions", json=body, headers={"Authorization": "Bearer sk-local-test-key"}
+        )
+    assert missing.status_code == wrong.status_code == models.status_code == 401
+    assert "sk-local-test-key" not in missing.text + wrong.text
+    assert right.status_code == 200 and right.json()["choices"][0]["message"]["content"] == "echo: hi"
+    assert len(fake_openai.chat_requests) == 1
