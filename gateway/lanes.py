@@ -37,7 +37,11 @@ class _Lane:
 
 
 class LaneFullError(Exception):
-    pass
+    """Too many messages already wait in this conversation."""
+
+
+class LanesClosedError(Exception):
+    """The gateway is shutting down and takes no new work."""
 
 
 class Lanes:
@@ -74,7 +78,7 @@ class Lanes:
         that has to wait behind a running turn.
         """
         if self._closed:
-            raise RuntimeError("lanes are closed")
+            raise LanesClosedError("the gateway is shutting down")
         lane = self._lanes.setdefault(key, _Lane())
         if len(lane.queue) >= self._max_queued:
             raise LaneFullError(f"{len(lane.queue)} messages already wait in this conversation")
@@ -136,7 +140,8 @@ class Lanes:
 
         Whatever is still queued at the deadline is dropped through its
         ``on_drop`` hook (so the platform can redeliver it); running turns are
-        cancelled. Returns how many jobs were cut off.
+        cancelled. Returns how many jobs were cut off. Later submits raise
+        ``LanesClosedError``.
         """
         self._closed = True
         workers = [lane.worker for lane in self._lanes.values() if lane.worker is not None]

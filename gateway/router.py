@@ -20,7 +20,7 @@ from storage.errors import GatewayError
 
 from .auth import Authorizer
 from .commands import CommandContext, parse_command
-from .lanes import Job, LaneFullError
+from .lanes import Job, LaneFullError, LanesClosedError
 from .logs import redact
 from .services import Services
 from .session_key import SessionKeySettings, build_session_key, is_shared_session
@@ -118,7 +118,7 @@ class Router:
             await release()
             await self._notice(msg, f"Too many messages are waiting in this chat ({exc}). Please wait a moment.")
             return Disposition.ANSWERED
-        except RuntimeError:  # lanes closed: shutting down
+        except LanesClosedError:
             await release()
             await self._notice(msg, "The gateway is restarting; please send that again in a minute.")
             return Disposition.ANSWERED

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gateway.lanes import LaneFullError, Lanes
+from gateway.lanes import LaneFullError, Lanes, LanesClosedError
 
 TIMEOUT = 5.0
 
@@ -235,7 +235,7 @@ async def test_drain_lets_running_and_queued_finish_within_grace() -> None:
     drain = asyncio.create_task(lanes.drain(grace=60))
     await settle()
     assert not drain.done()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(LanesClosedError):
         lanes.submit("k", board.job("k", "late"))
     board.gate("running").set()
     cut = await asyncio.wait_for(drain, TIMEOUT)
@@ -260,7 +260,7 @@ async def test_drain_deadline_drops_queued_and_cancels_running() -> None:
     assert not board.started("waiting1") and not board.started("waiting2")
     await until(lambda: ("cancelled", "stuck1") in board.events and ("cancelled", "stuck2") in board.events)
     assert board.total_active == 0
-    with pytest.raises(RuntimeError):
+    with pytest.raises(LanesClosedError):
         lanes.submit("k1", board.job("k1", "after"))
     assert lanes.running == 0 and lanes.total_waiting == 0
 
@@ -301,7 +301,7 @@ async def test_submit_after_drain_raises() -> None:
     lanes = Lanes(max_concurrent=1, max_queued_per_key=1)
     assert await asyncio.wait_for(lanes.drain(grace=1), TIMEOUT) == 0
     board = Board()
-    with pytest.raises(RuntimeError):
+    with pytest.raises(LanesClosedError):
         lanes.submit("k", board.job("k", "x"))
     await settle()
     assert board.events == []
