@@ -8,13 +8,22 @@ with the key and the file named. Secrets are ``SecretStr`` and never printed.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from storage.errors import GatewayError
 
@@ -91,8 +100,77 @@ class ApiServerConfig(_Section):
     key: SecretStr | None = None
 
 
+# Telegram's own rule for a webhook secret, plus a floor against guessable ones.
+_WEBHOOK_SECRET_RE = re.compile(r"[A-Za-z0-9_-]{16,256}")
+_TELEGRAM_TOKEN_RE = re.compile(r"[0-9]+:[A-Za-z0-9_-]+")
+MAKE_SECRET = 'python3 -c "import secrets; print(secrets.token_urlsafe(32))"'
+
+
+class TelegramConfig(_Section):
+    """``platforms.telegram``. On when ``enabled: true``, or when ``enabled`` is not
+    set and a bot token is configured (``TELEGRAM_BOT_TOKEN``); ``enabled: false``
+    keeps it off even with a token."""
+
+    enabled: bool | None = None
+    token: SecretStr | None = None  # TELEGRAM_BOT_TOKEN
+    # The Bot API root (PTB appends the token); point it at a self-hosted Bot API server or a fake.
+    base_url: str = "https://api.telegram.org/bot"
+    base_file_url: str = "https://api.telegram.org/file/bot"
+    mode: Literal["polling", "webhook"] = "polling"
+    # Webhook mode: Telegram posts to webhook_url, which must reach webhook_path on the
+    # daemon's own HTTP server (platforms.api_server.host/port), usually via a TLS proxy.
+    webhook_url: str | None = None
+    webhook_path: str = "/telegram/webhook"
+    webhook_secret: SecretStr | None = None  # TELEGRAM_WEBHOOK_SECRET
+    require_mention: bool = True
+    poll_timeout: int = Field(default=25, ge=1, le=300)
+    watchdog_grace: float = Field(default=15.0, gt=0)
+    conflict_retries: int = Field(default=8, ge=0)
+    conflict_backoff: float = Field(default=1.0, gt=0)
+    max_flood_wait: float = Field(default=900.0, gt=0)
+
+    @property
+    def active(self) -> bool:
+        return self.enabled if self.enabled is not None else self.token is not None
+
+    @model_validator(mode="after")
+    def _usable(self) -> Self:
+        if not self.active:
+            return self
+        token = self.token.get_secret_value().strip() if self.token else ""
+        if not token:
+            raise ValueError(
+                "Telegram is enabled but has no bot token: set TELEGRAM_BOT_TOKEN to the token from "
+                "@BotFather (or set platforms.telegram.enabled to false)"
+            )
+        if not _TELEGRAM_TOKEN_RE.fullmatch(token):
+            raise ValueError("TELEGRAM_BOT_TOKEN does not look like a bot token (<digits>:<letters>, from @BotFather)")
+        if self.mode == "webhook":
+            secret = self.webhook_secret.get_secret_value() if self.webhook_secret else ""
+            if not secret:
+                raise ValueError(
+                    "Telegram webhook mode requires TELEGRAM_WEBHOOK_SECRET, so that forged updates are "
+                    f"refused. Make one with: {MAKE_SECRET} and put it in the .env file as "
+                    "TELEGRAM_WEBHOOK_SECRET=<value>"
+                )
+            if not _WEBHOOK_SECRET_RE.fullmatch(secret):
+                raise ValueError(
+                    "TELEGRAM_WEBHOOK_SECRET must be 16 to 256 characters from A-Z, a-z, 0-9, _ and - "
+                    f"(Telegram's rule, with a minimum length). Make one with: {MAKE_SECRET}"
+                )
+            if not self.webhook_url or not self.webhook_url.startswith(("https://", "http://")):
+                raise ValueError(
+                    "Telegram webhook mode requires platforms.telegram.webhook_url (or TELEGRAM_WEBHOOK_URL): "
+                    "the public https:// URL that reaches webhook_path on this daemon"
+                )
+            if not self.webhook_path.startswith("/"):
+                raise ValueError("platforms.telegram.webhook_path must start with '/'")
+        return self
+
+
 class PlatformsConfig(_Section):
     api_server: ApiServerConfig = Field(default_factory=ApiServerConfig)
+    telegram: TelegramConfig = Field(default_factory=TelegramConfig)
 
 
 class GatewayConfig(_Section):
@@ -191,6 +269,14 @@ _ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "API_SERVER_HOST": ("platforms", "api_server", "host"),
     "API_SERVER_PORT": ("platforms", "api_server", "port"),
     "API_SERVER_ENABLED": ("platforms", "api_server", "enabled"),
+    "TELEGRAM_BOT_TOKEN": ("platforms", "telegram", "token"),
+    "TELEGRAM_WEBHOOK_SECRET": ("platforms", "telegram", "webhook_secret"),
+    "TELEGRAM_ENABLED": ("platforms", "telegram", "enabled"),
+    "TELEGRAM_MODE": ("platforms", "telegram", "mode"),
+    "TELEGRAM_WEBHOOK_URL": ("platforms", "telegram", "webhook_url"),
+    "TELEGRAM_BASE_URL": ("platforms", "telegram", "base_url"),
+    "TELEGRAM_BASE_FILE_URL": ("platforms", "telegram", "base_file_url"),
+    "TELEGRAM_REQUIRE_MENTION": ("platforms", "telegram", "require_mention"),
     "HERMES_LOG_LEVEL": ("logging", "level"),
     "HERMES_LOG_FORMAT": ("logging", "format"),
 }
@@ -214,7 +300,9 @@ def _describe(error: ValidationError, source: str) -> str:
         if err["type"] == "extra_forbidden":
             lines.append(f"unknown key '{key}' in {source}")
         else:
-            lines.append(f"invalid value for '{key}' in {source}: {err['msg']}")
+            # A cross-field check's own message, without pydantic's "Value error, " prefix.
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"invalid value for '{key}' in {source}: {msg}")
     return "; ".join(lines)
 
 

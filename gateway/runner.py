@@ -22,6 +22,7 @@ from aiohttp import web
 
 from adapters.api_server import ApiServerAdapter
 from adapters.base import Adapter, FatalAdapterError
+from adapters.telegram import TelegramAdapter, TelegramSettings
 from core.agent import Agent, MinimalAgent, TurnRequest
 from core.llm import ModelClient, ModelSettings
 from storage import AutoPruneSettings, StateStore, WriterSettings
@@ -29,7 +30,7 @@ from storage import AutoPruneSettings, StateStore, WriterSettings
 from .auth import Authorizer
 from .builtin_commands import register_builtin_commands
 from .commands import CommandRegistry
-from .config import ConfigError, LoadedConfig
+from .config import ConfigError, LoadedConfig, TelegramConfig
 from .dedupe import Dedupe
 from .delivery import Delivery
 from .lanes import Lanes
@@ -74,6 +75,27 @@ def model_settings(config: LoadedConfig) -> ModelSettings:
         auxiliary_model=m.auxiliary,
         timeout=m.timeout,
         max_retries=m.max_retries,
+    )
+
+
+def telegram_settings(tg: TelegramConfig) -> TelegramSettings:
+    """The adapter's settings from ``platforms.telegram`` (already validated by the config)."""
+    if tg.token is None:  # pragma: no cover - TelegramConfig refuses an active section without one
+        raise ConfigError("platforms.telegram is enabled but TELEGRAM_BOT_TOKEN is not set")
+    return TelegramSettings(
+        token=tg.token.get_secret_value().strip(),
+        base_url=tg.base_url,
+        base_file_url=tg.base_file_url,
+        mode=tg.mode,
+        webhook_url=tg.webhook_url,
+        webhook_path=tg.webhook_path,
+        webhook_secret=tg.webhook_secret.get_secret_value() if tg.webhook_secret else None,
+        require_mention=tg.require_mention,
+        poll_timeout=tg.poll_timeout,
+        watchdog_grace=tg.watchdog_grace,
+        conflict_retries=tg.conflict_retries,
+        conflict_backoff=tg.conflict_backoff,
+        max_flood_wait=tg.max_flood_wait,
     )
 
 
@@ -126,14 +148,20 @@ class Gateway:
             adapters["api-server"] = ApiServerAdapter(
                 key=key, model_name=self.config.settings.model.default or "hermes-gateway"
             )
+        telegram = self.config.settings.platforms.telegram
+        if telegram.active:
+            adapters["telegram"] = TelegramAdapter(telegram_settings(telegram))
         adapters.update(self.extra_adapters)
         return adapters
 
     def _secrets(self) -> list[str | None]:
         s = self.config.settings
+        tg = s.platforms.telegram
         values: list[str | None] = [
             s.model.api_key.get_secret_value() if s.model.api_key else None,
             s.platforms.api_server.key.get_secret_value() if s.platforms.api_server.key else None,
+            tg.token.get_secret_value() if tg.token else None,
+            tg.webhook_secret.get_secret_value() if tg.webhook_secret else None,
         ]
         values += [v for k, v in self.config.env.items() if k.endswith(("_TOKEN", "_KEY", "_SECRET"))]
         return values

@@ -199,7 +199,7 @@ def test_malformed_dotenv_line_is_not_echoed(tmp_path: Path) -> None:
         ({"model": {"api_kye": "x"}}, "model.api_kye"),
         ({"gateway": {"max_concurrent": 3}}, "gateway.max_concurrent"),
         ({"platforms": {"api_server": {"prot": 1}}}, "platforms.api_server.prot"),
-        ({"platforms": {"telegram": {"token": "x"}}}, "platforms.telegram"),
+        ({"platforms": {"telegram": {"tokne": "x"}}}, "platforms.telegram.tokne"),
         ({"session_reset": {"mode": "idle", "idle_mins": 5}}, "session_reset.idle_mins"),
     ],
 )

@@ -1,0 +1,10 @@
+"""Telegram, on python-telegram-bot: polling or webhook in, MarkdownV2 out.
+
+``TelegramAdapter(TelegramSettings(token=...))``; the gateway builds the settings
+from ``platforms.telegram`` in config.yaml and ``TELEGRAM_*`` environment variables.
+"""
+
+from ._adapter import TelegramAdapter
+from ._settings import TelegramSettings
+
+__all__ = ["TelegramAdapter", "TelegramSettings"]

@@ -1,0 +1,126 @@
+"""The real daemon, in-process, with the real python-telegram-bot talking to ``FakeTelegram``.
+
+``run_telegram_gateway`` follows ``tests.gateway.conftest.run_gateway``: it writes
+``config.yaml`` and ``.env`` into a fresh home, loads them with ``load_config``
+and runs ``Gateway.run()`` — the same start-up path as ``hermes-gateway run`` —
+then waits until the Telegram adapter is connected (or has failed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from adapters.telegram import TelegramAdapter
+from gateway.config import load_config
+from gateway.runner import Gateway
+from tests.emulators.fake_telegram import FakeTelegram
+from tests.gateway.conftest import free_port, write_config
+
+START_TIMEOUT = 15.0
+
+
+@dataclass
+class RunningTelegram:
+    gateway: Gateway
+    home: Path
+    fake: FakeTelegram
+    http: httpx.AsyncClient
+    port: int
+
+    @property
+    def adapter(self) -> TelegramAdapter:
+        assert self.gateway.services is not None
+        adapter = self.gateway.services.adapters["telegram"]
+        assert isinstance(adapter, TelegramAdapter)
+        return adapter
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "state.db"
+
+    def state(self) -> str | None:
+        st = self.gateway.adapter_states.get("telegram")
+        return st.state if st else None
+
+    async def wait_state(self, *states: str, timeout: float = 15.0) -> str:
+        async def reached() -> str:
+            while (s := self.state()) not in states:
+                await asyncio.sleep(0.02)
+            assert s is not None
+            return s
+
+        return await asyncio.wait_for(reached(), timeout)
+
+    async def health(self) -> dict[str, Any]:
+        resp = await self.http.get("/healthz")
+        body: dict[str, Any] = resp.json()
+        body["http_status"] = resp.status_code
+        return body
+
+
+def telegram_config(fake: FakeTelegram, **overrides: Any) -> dict[str, Any]:
+    """``platforms.telegram`` pointing at the fake, with quick but safe test timings."""
+    return {
+        "base_url": fake.base_url,
+        "base_file_url": fake.base_file_url,
+        "poll_timeout": 5,
+        "watchdog_grace": 3.0,
+        "conflict_backoff": 0.05,
+        **overrides,
+    }
+
+
+@asynccontextmanager
+async def run_telegram_gateway(
+    home: Path,
+    fake: FakeTelegram,
+    model_url: str | None,
+    *,
+    telegram: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    config: dict[str, Any] | None = None,
+    port: int | None = None,
+    wait_for: tuple[str, ...] = ("connected",),
+) -> AsyncIterator[RunningTelegram]:
+    port = port or free_port()
+    cfg: dict[str, Any] = {
+        "model": {"base_url": model_url, "default": "fake-model", "max_retries": 0, "timeout": 30},
+        "platforms": {"api_server": {"port": port}, "telegram": telegram_config(fake, **(telegram or {}))},
+        "storage": {"synchronous": "NORMAL"},
+        "logging": {"format": "json", "level": "warning"},
+    }
+    for section, values in (config or {}).items():
+        cfg.setdefault(section, {}).update(values)
+    full_env = {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"]), **(env or {})}
+    write_config(home, cfg, full_env)
+    loaded = load_config(home, environ={})
+    gw = Gateway(loaded)
+    task = asyncio.create_task(gw.run())
+
+    def started() -> bool:
+        st = gw.adapter_states.get("telegram")
+        return task.done() or (gw.http_port is not None and st is not None and st.state in wait_for)
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + START_TIMEOUT
+    while not started():
+        if loop.time() > deadline:
+            gw.request_stop()
+            await asyncio.wait_for(task, 30)
+            raise AssertionError(f"the Telegram adapter did not reach {wait_for}: {gw.adapter_states}")
+        await asyncio.sleep(0.01)
+    if task.done():
+        task.result()
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.http_port}", timeout=30) as http:
+        try:
+            yield RunningTelegram(gw, home, fake, http, port)
+        finally:
+            gw.request_stop()
+            await asyncio.wait_for(task, 30)
