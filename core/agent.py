@@ -32,8 +32,6 @@ class TranscriptStore(Protocol):
 
     async def update_system_prompt(self, session_id: str, system_prompt: str) -> None: ...
 
-    async def record_usage(self, session_id: str, **usage: Any) -> None: ...
-
 
 @dataclass(frozen=True)
 class TurnRequest:

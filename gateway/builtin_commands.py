@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import time
 
-from storage import _queries as queries
-
 from .commands import Command, CommandContext, CommandRegistry
 
 
@@ -28,9 +26,9 @@ async def _status(ctx: CommandContext) -> str:
     if session_id is None:
         lines.append("Session: none yet (your next message starts one)")
     else:
-        session = await s.store.get_session(session_id)
-        count = await s.store.read(lambda c: queries.message_count(c, session_id))
-        title = (session or {}).get("title") or "(untitled)"
+        session = await s.store.get_session(session_id) or {}
+        count = session.get("message_count") or 0  # kept current by every append
+        title = session.get("title") or "(untitled)"
         lines += [f"Session: {session_id}", f"Title: {title}", f"Messages: {count}"]
     lines.append(f"Model: {s.model_name or 'not configured'}")
     running = "a reply is being written" if s.lanes.busy(ctx.session_key) else "idle"

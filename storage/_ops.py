@@ -16,7 +16,6 @@ from typing import Any
 from ._text import clean_title, split_lineage_title
 from .errors import SessionNotFoundError, TitleConflictError
 
-_JSON_MESSAGE_FIELDS = ("tool_calls", "reasoning_details", "codex_reasoning_items", "codex_message_items")
 _USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",

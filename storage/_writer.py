@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import random
 import sqlite3
-import threading
 import time
 from collections import deque
 from collections.abc import Callable
@@ -163,7 +162,6 @@ class Writer:
         self._commits_since_checkpoint = 0
         self._last_checkpoint = time.monotonic()
         self._dirty = False
-        self._thread_ident: int | None = None
         self._wal_path = Path(str(self.path) + "-wal")
         self._wal_retry_at = WAL_CHECKPOINT_BYTES
         self._checkpoint_after: CheckpointMode | None = None
@@ -323,7 +321,6 @@ class Writer:
     # ------------------------------------------------------------ writer thread
 
     def _open(self) -> None:
-        self._thread_ident = threading.get_ident()
         check_sqlite_features()
         # A new home is private: it will hold the conversations.
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
