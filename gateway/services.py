@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from adapters.base import Adapter
 from storage import StateStore
@@ -19,6 +19,11 @@ if TYPE_CHECKING:
     from .commands import CommandRegistry
 
 
+class Compressor(Protocol):
+    async def compress(self, services: Services, session_key: str, session_id: str) -> str:
+        """Summarise and split the session; returns the reply for the user."""
+
+
 @dataclass
 class Services:
     config: LoadedConfig
@@ -31,3 +36,6 @@ class Services:
     commands: CommandRegistry
     model_name: str | None = None
     started_at: float = field(default_factory=time.time)
+    #: splits a session by summarising it (the agent core provides it);
+    #: /compress answers "not available" while it is None
+    compressor: Compressor | None = None

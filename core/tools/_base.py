@@ -1,0 +1,61 @@
+"""What a tool is, and what it is given when it runs.
+
+A tool is data plus one async handler. The registry (``_registry``) owns
+validation, truncation and turning exceptions into tool results; a handler
+just does its job and raises ``ToolError`` with a message the model can act on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from storage.errors import GatewayError
+
+if TYPE_CHECKING:
+    from storage import StateStore
+
+
+class ToolError(GatewayError):
+    """A tool refused or failed; the message goes back to the model as the tool result."""
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Everything a tool may touch for one call. Built fresh for every turn."""
+
+    session_id: str
+    platform: str
+    #: $HERMES_HOME: memories/ and skills/ live under it
+    home: Path
+    store: StateStore
+    user_id: str | None = None
+    #: the key of the chat the turn came from
+    session_key: str | None = None
+
+
+ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One callable tool, described the way the OpenAI ``tools`` array wants it."""
+
+    name: str
+    description: str
+    #: a JSON-schema object for the arguments; validated before ``handler`` runs
+    parameters: Mapping[str, Any]
+    handler: ToolHandler
+    #: the toolset it belongs to (enabled or disabled per platform in config)
+    toolset: str = "core"
+    #: longest result handed back to the model, in characters
+    max_result_chars: int = 20_000
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)},
+        }
