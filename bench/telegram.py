@@ -45,7 +45,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import yaml
 
@@ -120,7 +120,7 @@ class Emulator:
         from tests.emulators.fake_telegram import FakeTelegram
 
         class Timed(FakeTelegram):
-            waiters: dict[str, asyncio.Future[float]] = {}
+            waiters: ClassVar[dict[str, asyncio.Future[float]]] = {}
 
             def _record_sent(self, message: Any) -> Any:
                 now = time.perf_counter()
@@ -194,7 +194,7 @@ def _env() -> dict[str, str]:
 
 
 async def run_baseline(emu: Emulator, rng: random.Random) -> Leg:
-    proc = subprocess.Popen(
+    proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, started before the measurement
         [sys.executable, "-m", "bench.telegram", "_echo-bot", emu.fake.base_url, emu.fake.token],
         cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True,
     )
@@ -217,7 +217,7 @@ async def run_baseline(emu: Emulator, rng: random.Random) -> Leg:
 
 
 async def run_gateway(emu: Emulator, model: ModelProcess, home: Path, rng: random.Random) -> tuple[Leg, int]:
-    home.mkdir(parents=True)
+    home.mkdir(parents=True)  # noqa: ASYNC240 - once, before the measurement
     port = free_port()
     config = {
         "model": {"base_url": model.base_url, "default": "fake-model", "max_retries": 0},
@@ -229,8 +229,8 @@ async def run_gateway(emu: Emulator, model: ModelProcess, home: Path, rng: rando
     }
     (home / "config.yaml").write_text(yaml.safe_dump(config))
     env = _env() | {"HERMES_HOME": str(home), "TELEGRAM_BOT_TOKEN": emu.fake.token}
-    log = open(home.parent / "gateway-telegram.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,
+    log = open(home.parent / "gateway-telegram.log", "w")  # closed below
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
                             stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.perf_counter() + 60
