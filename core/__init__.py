@@ -1,9 +1,12 @@
-"""The agent's side of hermes-gateway: the model client and its errors.
+"""The agent's side of hermes-gateway: the agent, its runtime, the model client and its errors.
 
 ``core`` may import ``storage`` (for the exception tree) but never
 ``gateway`` or ``adapters``.
 """
 
+from ._settings import AgentSettings
+from .agent import Agent, HermesAgent, MinimalAgent, TurnRequest, TurnResult
+from .compression import estimate_tokens
 from .errors import (
     ModelAuthError,
     ModelContextLengthError,
@@ -15,9 +18,24 @@ from .errors import (
     ModelUnavailableError,
 )
 from .llm import ChatResult, ModelClient, ModelSettings, Usage
+from .memory import MemoryLimitError, MemorySnapshot, MemoryStore, MemoryStoreError, MemoryUpdate
+from .prompt import apply_prompt_caching, build_system_prompt
+from .runtime import AgentRuntime, CompressOutcome
+from .skills import SkillError, SkillMeta, SkillNotFoundError, SkillStore
 
 __all__ = [
+    "Agent",
+    "AgentRuntime",
+    "AgentSettings",
     "ChatResult",
+    "CompressOutcome",
+    "HermesAgent",
+    "MemoryLimitError",
+    "MemorySnapshot",
+    "MemoryStore",
+    "MemoryStoreError",
+    "MemoryUpdate",
+    "MinimalAgent",
     "ModelAuthError",
     "ModelClient",
     "ModelContextLengthError",
@@ -28,5 +46,14 @@ __all__ = [
     "ModelSettings",
     "ModelTimeoutError",
     "ModelUnavailableError",
+    "SkillError",
+    "SkillMeta",
+    "SkillNotFoundError",
+    "SkillStore",
+    "TurnRequest",
+    "TurnResult",
     "Usage",
+    "apply_prompt_caching",
+    "build_system_prompt",
+    "estimate_tokens",
 ]

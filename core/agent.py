@@ -1,4 +1,4 @@
-"""The agent interface and the minimal agent: one model call, no tools.
+"""The agent interface, the full agent (tools, compression, learning loop) and the minimal one.
 
 An agent is created fresh for every message from the session id alone: the
 stored system prompt and the history come from state.db, and every message
@@ -8,15 +8,21 @@ conversation outlives the turn in this object.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from .errors import ModelNotConfiguredError
+from ._loop import LoopResult, ToolLoop, repair_history
+from .errors import ModelContextLengthError, ModelError, ModelNotConfiguredError
+from .learning import NudgeCounters, advance
 from .llm import ModelClient
 from .prompt import PromptContext, build_system_prompt
+
+if TYPE_CHECKING:
+    from .runtime import AgentRuntime
 
 log = structlog.get_logger("hermes.agent")
 
@@ -62,6 +68,128 @@ NOT_CONFIGURED_REPLY = (
     "No AI model is configured yet. Set model.base_url and model.default in "
     "$HERMES_HOME/config.yaml (or HERMES_MODEL_BASE_URL and HERMES_MODEL) and restart the gateway."
 )
+
+
+class HermesAgent:
+    """The agent of one message: model ⇄ tools until an answer, every message persisted as it is produced.
+
+    Built fresh per message by ``AgentRuntime.agent``; all it knows about the
+    conversation it reads from state.db at the start of ``run_turn``.
+    """
+
+    def __init__(self, runtime: AgentRuntime, *, nudges: bool = True) -> None:
+        self._rt = runtime
+        self._nudges = nudges
+
+    async def _system_prompt(self, request: TurnRequest, session_id: str, session: dict[str, Any] | None) -> str:
+        stored = session.get("system_prompt") if session else None
+        if stored:
+            return str(stored)
+        prompt = self._rt.build_prompt(request.platform, request.chat_type, shared=request.shared_session,
+                                       user_name=request.user_name)
+        await self._rt.store.update_system_prompt(session_id, prompt)
+        return prompt
+
+    async def _maybe_compress(self, request: TurnRequest, session_id: str, system: str,
+                              history: list[dict[str, Any]], user_msg: dict[str, Any]) -> str:
+        """The session to continue in: a compressed child when the prompt has grown past the threshold."""
+        if not self._rt.needs_compression(system, [*history, user_msg]):
+            return session_id
+        try:
+            outcome = await self._rt.compress(request.session_key, session_id, platform=request.platform,
+                                              chat_type=request.chat_type)
+        except (ModelError, ValueError) as exc:
+            # The turn may still fit; the next message tries again.
+            log.warning("agent.compression_failed", error=str(exc))
+            return session_id
+        return outcome.split.new_session_id if outcome.split else session_id
+
+    async def run_turn(self, request: TurnRequest) -> TurnResult:
+        rt = self._rt
+        session_id = request.session_id
+        session, history = await rt.store.load_conversation(session_id)
+        system = await self._system_prompt(request, session_id, session)
+        # A turn that was stopped or crashed mid-tool left calls without results: close them first.
+        for synthetic in repair_history(history):
+            await rt.store.persist_message(session_id, synthetic)
+        user_msg = {"role": "user", "content": request.text}
+        if rt.client.settings.configured:
+            moved = await self._maybe_compress(request, session_id, system, history, user_msg)
+            if moved != session_id:
+                session_id = moved
+                session, history = await rt.store.load_conversation(session_id)
+                system = await self._system_prompt(request, session_id, session)
+        first_exchange = not any(m.get("role") == "user" for m in history)
+        ids: list[int] = []
+        row = await rt.store.persist_message(session_id, user_msg)
+        if row is not None:
+            ids.append(row)
+        if not rt.client.settings.configured:
+            # The user's words are kept; the missing model is not a conversation turn.
+            raise ModelNotConfiguredError(NOT_CONFIGURED_REPLY)
+        conversation = [*history, user_msg]
+        result = LoopResult(text="", message_ids=ids)
+        try:
+            await self._run_loop(request, session_id, system, conversation, result)
+        except ModelContextLengthError:
+            # The provider counts tokens differently from our estimate: compress now and try once more.
+            outcome = await rt.compress(request.session_key, session_id, platform=request.platform,
+                                        chat_type=request.chat_type)
+            if outcome.split is None:
+                raise
+            session_id = outcome.split.new_session_id
+            session, conversation = await rt.store.load_conversation(session_id)
+            system = await self._system_prompt(request, session_id, session)
+            await self._run_loop(request, session_id, system, conversation, result)
+        try:
+            await self._after_turn(request, session_id, session, system, conversation, result, first_exchange)
+        except Exception:  # bookkeeping for reviews and titles must never cost the user the answer
+            log.exception("agent.after_turn_failed", session_id=session_id)
+        return TurnResult(text=result.text, message_ids=result.message_ids, model=result.model)
+
+    async def _run_loop(self, request: TurnRequest, session_id: str, system: str,
+                        conversation: list[dict[str, Any]], result: LoopResult) -> None:
+        rt = self._rt
+        ctx = rt.tool_context(session_id, request.platform, user_id=request.user_id, session_key=request.session_key)
+        loop = ToolLoop(rt.store, rt.client, rt.tools_for(request.platform), ctx,
+                        max_iterations=rt.settings.max_iterations)
+        try:
+            await loop.run(system, conversation, result)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._close_cancelled(loop, session_id))
+            raise
+
+    async def _close_cancelled(self, loop: ToolLoop, session_id: str) -> None:
+        """/stop: make what is stored consistent (every tool call answered) before the cancel goes on."""
+        await loop.settle()
+        try:
+            stored = await self._rt.store.get_messages_as_conversation(session_id)
+            for synthetic in repair_history(stored):
+                await self._rt.store.persist_message(session_id, synthetic)
+        except Exception:  # the next turn repairs it too
+            log.exception("agent.cancel_repair_failed", session_id=session_id)
+        log.info("agent.turn_cancelled", session_id=session_id)
+
+    async def _after_turn(self, request: TurnRequest, session_id: str, session: dict[str, Any] | None,
+                          system: str, conversation: list[dict[str, Any]], result: LoopResult,
+                          first_exchange: bool) -> None:
+        rt = self._rt
+        if self._nudges:
+            counters = await NudgeCounters.load(rt.store, request.session_key)
+            due = advance(counters, tool_iterations=result.tool_iterations, used_tools=result.used_tools,
+                          memory_interval=rt.settings.memory_nudge_interval,
+                          skill_interval=rt.settings.skill_nudge_interval)
+            await counters.save(rt.store, request.session_key)
+            if due:
+                log.info("agent.review_due", memory=due.memory, skills=due.skills)
+                rt.background.spawn(
+                    rt.review(session_id, request.platform, request.session_key, system, list(conversation),
+                              memory=due.memory, skills=due.skills),
+                    name=f"review:{session_id}",
+                )
+        titled = bool(session and session.get("title"))
+        if rt.settings.auto_title and first_exchange and not titled and not result.exhausted:
+            rt.background.spawn(rt.title(session_id, request.text, result.text), name=f"title:{session_id}")
 
 
 class MinimalAgent:

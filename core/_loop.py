@@ -1,0 +1,250 @@
+"""The model ⇄ tools loop shared by a turn, a background review and a memory flush.
+
+Each message is persisted the moment it exists (the assistant message with
+its tool calls, then each tool result, then the answer), and the write is
+awaited before the loop moves on: there is no list index to keep in step
+with the database, so nothing can be skipped. A loop with ``persist=False``
+(reviews, flushes) keeps its messages to itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from .llm import ChatResult, ModelClient
+from .prompt import apply_prompt_caching, is_anthropic_model
+from .tools import ToolContext, ToolRegistry
+
+if TYPE_CHECKING:
+    from storage import StateStore
+
+log = structlog.get_logger("hermes.agent")
+
+# Left over after JSON decoding only when unpaired; SQLite and every platform refuse them.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+CANCELLED_RESULT = "Cancelled: the turn was stopped before this tool call finished. Nothing more was done."
+
+
+def budget_message(limit: int) -> str:
+    return (
+        f"I stopped after {limit} steps without finishing (the limit per message is {limit}). "
+        "Reply \"continue\" and I will pick up where I left off, or narrow the request."
+    )
+
+
+@dataclass
+class LoopResult:
+    text: str
+    model: str | None = None
+    message_ids: list[int] = field(default_factory=list)
+    #: model calls that asked for tools
+    tool_iterations: int = 0
+    used_tools: set[str] = field(default_factory=set)
+    exhausted: bool = False
+
+
+# Kept with a message in state.db, but not part of the chat format: strict providers refuse them.
+_LOCAL_KEYS = frozenset({"finish_reason", "token_count", "timestamp"})
+
+
+def _wire(message: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if k not in _LOCAL_KEYS}
+
+
+def scrub_text(text: str) -> str:
+    """Lone surrogates (a model's broken emoji) replaced by U+FFFD, so the answer can be stored and sent."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def usage_columns(result: ChatResult) -> dict[str, int]:
+    u = result.usage
+    return {
+        "input_tokens": u.input_tokens,
+        "output_tokens": u.output_tokens,
+        "cache_read_tokens": u.cache_read_tokens,
+        "cache_write_tokens": u.cache_write_tokens,
+        "reasoning_tokens": u.reasoning_tokens,
+        "api_call_count": 1,
+    }
+
+
+def normalize_tool_calls(calls: Sequence[Any]) -> list[dict[str, Any]]:
+    """Tool calls in the exact OpenAI shape, each with an id (a provider that omits one still gets answers)."""
+    out: list[dict[str, Any]] = []
+    for call in calls:
+        if not isinstance(call, Mapping):
+            continue
+        raw_fn = call.get("function")
+        fn: Mapping[str, Any] = raw_fn if isinstance(raw_fn, Mapping) else {}
+        name = fn.get("name") if isinstance(fn.get("name"), str) else ""
+        arguments = fn.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments if arguments is not None else {})
+        call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{uuid.uuid4().hex[:24]}"
+        out.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
+    return out
+
+
+def dangling_tool_calls(history: Sequence[Mapping[str, Any]]) -> list[tuple[int, list[dict[str, Any]]]]:
+    """Assistant tool calls without a result: ``(insert_at, synthetic results)`` per gap, in order.
+
+    A turn that was stopped or crashed between the assistant message and its
+    results leaves such gaps; replaying them would make providers reject the
+    whole conversation.
+    """
+    gaps: list[tuple[int, list[dict[str, Any]]]] = []
+    i = 0
+    while i < len(history):
+        msg = history[i]
+        calls = msg.get("tool_calls") if msg.get("role") == "assistant" else None
+        i += 1
+        if not isinstance(calls, list) or not calls:
+            continue
+        answered: set[str] = set()
+        while i < len(history) and history[i].get("role") == "tool":
+            answered.add(str(history[i].get("tool_call_id")))
+            i += 1
+        missing = [
+            {"role": "tool", "tool_call_id": c.get("id"), "name": (c.get("function") or {}).get("name"),
+             "content": CANCELLED_RESULT}
+            for c in calls
+            if isinstance(c, Mapping) and str(c.get("id")) not in answered
+        ]
+        if missing:
+            gaps.append((i, missing))
+    return gaps
+
+
+def repair_history(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``history`` with a synthetic result for every unanswered tool call (in place); returns the trailing ones."""
+    trailing: list[dict[str, Any]] = []
+    for insert_at, missing in reversed(dangling_tool_calls(history)):
+        if insert_at == len(history):
+            trailing = missing
+        history[insert_at:insert_at] = missing
+    return trailing
+
+
+class ToolLoop:
+    """One run of the loop against one session; build a new one per run."""
+
+    def __init__(
+        self,
+        store: StateStore,
+        client: ModelClient,
+        tools: ToolRegistry,
+        ctx: ToolContext,
+        *,
+        max_iterations: int,
+        persist: bool = True,
+        model: str | None = None,
+        tool_choice: str | None = None,
+    ) -> None:
+        self._store = store
+        self._client = client
+        self._tools = tools
+        self._ctx = ctx
+        self._max = max_iterations
+        self._persist_enabled = persist
+        self._model = model
+        self._tool_choice = tool_choice
+        self._inflight: asyncio.Future[int | None] | None = None
+
+    @property
+    def session_id(self) -> str:
+        return self._ctx.session_id
+
+    async def persist(self, message: Mapping[str, Any], usage: Mapping[str, Any] | None = None) -> int | None:
+        """Write one message and wait for its COMMIT; a cancelled caller does not cancel the write."""
+        if not self._persist_enabled:
+            if usage:
+                await self._store.record_usage(self.session_id, **usage)
+            return None
+        fut = asyncio.ensure_future(self._store.persist_message(self.session_id, message, usage=usage))
+        self._inflight = fut
+        return await asyncio.shield(fut)
+
+    async def settle(self) -> None:
+        """Wait for a write that a cancellation interrupted, so the database is final before repair."""
+        fut, self._inflight = self._inflight, None
+        if fut is not None and not fut.done():
+            with contextlib.suppress(Exception):
+                await fut
+
+    async def run(self, system: str, conversation: list[dict[str, Any]], result: LoopResult | None = None) -> LoopResult:
+        """Run until an answer or the budget; ``conversation`` grows with every produced message."""
+        out = result or LoopResult(text="")
+        schemas = self._tools.schemas() or None
+        model_name = self._model or self._client.settings.model
+        for _ in range(self._max):
+            messages: list[dict[str, Any]] = [{"role": "system", "content": system},
+                                              *(_wire(m) for m in conversation)]
+            if is_anthropic_model(model_name):
+                messages = apply_prompt_caching(messages)
+            extra = {"tool_choice": self._tool_choice} if self._tool_choice and schemas else None
+            reply = await self._client.chat(messages, tools=schemas, model=self._model, extra=extra)
+            out.model = reply.model or out.model
+            message = self._assistant_message(reply)
+            calls = message.get("tool_calls") or []
+            row = await self.persist(message, usage_columns(reply))
+            if row is not None:
+                out.message_ids.append(row)
+            if not calls:
+                text = message.get("content")
+                out.text = text if isinstance(text, str) and text.strip() else "(no response)"
+                if not (isinstance(text, str) and text.strip()) and row is None:
+                    return out  # an empty placeholder is never stored, and needs no place in history
+                conversation.append(message)
+                return out
+            conversation.append(message)
+            out.tool_iterations += 1
+            for call in calls:
+                name = call["function"]["name"]
+                outcome = await self._tools.dispatch(name, call["function"]["arguments"], self._ctx)
+                if outcome.ok:
+                    out.used_tools.add(name)
+                log.info("tool.called", tool=name, ok=outcome.ok, chars=len(outcome.content))
+                tool_msg = {"role": "tool", "tool_call_id": call["id"], "name": name,
+                            "content": scrub_text(outcome.content)}
+                row = await self.persist(tool_msg)
+                if row is not None:
+                    out.message_ids.append(row)
+                conversation.append(tool_msg)
+        out.exhausted = True
+        out.text = budget_message(self._max)
+        final = {"role": "assistant", "content": out.text, "finish_reason": "iteration_limit"}
+        row = await self.persist(final)
+        if row is not None:
+            out.message_ids.append(row)
+        conversation.append(final)
+        log.warning("agent.iteration_budget_spent", limit=self._max)
+        return out
+
+    @staticmethod
+    def _assistant_message(reply: ChatResult) -> dict[str, Any]:
+        message = dict(reply.message)
+        message["role"] = "assistant"
+        for key in ("content", "reasoning", "reasoning_content"):
+            if isinstance(message.get(key), str):
+                message[key] = scrub_text(message[key])
+        if "tool_calls" in message:
+            calls = normalize_tool_calls(message["tool_calls"] or [])
+            if calls:
+                message["tool_calls"] = calls
+            else:
+                del message["tool_calls"]
+        if reply.finish_reason:
+            message["finish_reason"] = reply.finish_reason
+        if reply.usage.output_tokens:
+            message["token_count"] = reply.usage.output_tokens
+        return message

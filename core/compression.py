@@ -1,0 +1,149 @@
+"""Context compression: summarise the middle of a long session and continue in a new one.
+
+The head (first messages) and a tail of roughly ``tail_tokens`` stay verbatim;
+the middle is summarised by the auxiliary model. The session splits: the old
+one ends with reason ``compression``, the new one points back to it through
+``parent_session_id``, takes the lineage title (``X #2``) and a freshly built
+system prompt, and the chat's key is re-pointed to it. The old transcript is
+left untouched, so nothing said is ever lost.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from storage import _ops as ops
+from storage import new_session_id
+
+from .llm import ModelClient
+
+log = structlog.get_logger("hermes.compression")
+
+SUMMARY_PREFIX = "[Summary of the earlier part of this conversation, written when it was compressed]"
+
+SUMMARY_INSTRUCTIONS = (
+    "You compress a conversation between a user and an AI assistant so the assistant can continue it. "
+    "Summarise the transcript you are given. Keep: the user's goals and requests, decisions made, facts "
+    "discovered (names, numbers, paths, settings), questions resolved, and work still pending. Use short "
+    "sections 'Resolved', 'Pending', 'Key facts'. Write in the third person, under 500 words, no preamble."
+)
+
+# Per message: the role and framing cost a few tokens beyond the text.
+_MESSAGE_OVERHEAD = 4
+_CHARS_PER_TOKEN = 4
+
+
+def estimate_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
+    """A provider-independent estimate: ~4 characters per token, plus a little per message."""
+    chars = 0
+    for m in messages:
+        content = m.get("content")
+        chars += len(content) if isinstance(content, str) else len(json.dumps(content)) if content else 0
+        if m.get("tool_calls"):
+            chars += len(json.dumps(m["tool_calls"]))
+    return chars // _CHARS_PER_TOKEN + _MESSAGE_OVERHEAD * len(messages)
+
+
+@dataclass(frozen=True)
+class Plan:
+    head: list[dict[str, Any]]
+    middle: list[dict[str, Any]]
+    tail: list[dict[str, Any]]
+
+
+def plan_split(history: Sequence[dict[str, Any]], *, head_messages: int, tail_tokens: int) -> Plan:
+    """Head / middle / tail of ``history``; no boundary falls between tool calls and their results."""
+    n = len(history)
+    head_end = min(head_messages, n)
+    while head_end < n and history[head_end].get("role") == "tool":
+        head_end += 1  # a tool result belongs with the call before it
+    tail_start, budget = n, tail_tokens
+    while tail_start > head_end:
+        cost = estimate_tokens([history[tail_start - 1]])
+        if cost > budget and tail_start < n:
+            break
+        budget -= cost
+        tail_start -= 1
+    while head_end < tail_start < n and history[tail_start].get("role") == "tool":
+        tail_start -= 1  # the tail takes the call its first results answer, never orphaned results
+    return Plan(list(history[:head_end]), list(history[head_end:tail_start]), list(history[tail_start:]))
+
+
+def transcript_for_summary(messages: Sequence[Mapping[str, Any]], *, per_message: int = 2000) -> str:
+    lines: list[str] = []
+    for m in messages:
+        role = str(m.get("role"))
+        content = m.get("content")
+        text = content if isinstance(content, str) else json.dumps(content) if content else ""
+        if m.get("tool_calls"):
+            names = ", ".join(str((c.get("function") or {}).get("name")) for c in m["tool_calls"])
+            text = f"{text} [called tools: {names}]".strip()
+        if role == "tool":
+            role = f"tool result ({m.get('name') or 'tool'})"
+        if text.startswith(SUMMARY_PREFIX):
+            role = "earlier summary"
+        lines.append(f"{role}: {text[:per_message]}")
+    return "\n".join(lines)
+
+
+async def summarise(client: ModelClient, middle: Sequence[Mapping[str, Any]], *, model: str | None) -> str:
+    result = await client.chat(
+        [
+            {"role": "system", "content": SUMMARY_INSTRUCTIONS},
+            {"role": "user", "content": transcript_for_summary(middle)},
+        ],
+        model=model,
+        max_tokens=1200,
+    )
+    text = (result.content or "").strip()
+    if not text:
+        raise ValueError("the summary model returned an empty summary")
+    return text
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    old_session_id: str
+    new_session_id: str
+    title: str | None
+    summarised: int
+    kept: int
+
+
+def split_session_op(
+    old_id: str,
+    plan: Plan,
+    summary: str,
+    system_prompt: str,
+    title: str | None,
+) -> Any:
+    """One transaction: new session (head + summary + tail, new prompt, lineage title), old one ended."""
+
+    def op(conn: sqlite3.Connection) -> SplitResult:
+        row = conn.execute("SELECT source, user_id, model FROM sessions WHERE id = ?", (old_id,)).fetchone()
+        if row is None:
+            raise ValueError(f"session {old_id} vanished before it could be compressed")
+        new_id = new_session_id("gateway")
+        now = time.time()
+        ops.create_session(conn, new_id, row[0], model=row[2], user_id=row[1], parent_session_id=old_id,
+                           system_prompt=system_prompt, started_at=now)
+        summary_msg = {"role": "user", "content": f"{SUMMARY_PREFIX}\n{summary}"}
+        for message in [*plan.head, summary_msg, *plan.tail]:
+            cols = ops.message_columns(message)
+            cols.pop("timestamp", None)
+            ops.append_message(conn, new_id, **cols)
+        ops.end_session(conn, old_id, "compression", at=now)
+        final_title = None
+        if title:
+            final_title = ops.next_title_in_lineage(conn, title)
+            ops.set_session_title(conn, new_id, final_title)
+        return SplitResult(old_id, new_id, final_title, len(plan.middle), len(plan.head) + len(plan.tail))
+
+    return op

@@ -1,0 +1,204 @@
+"""What every fresh agent of one daemon shares: store, model client, tools, settings, background tasks.
+
+The runtime lives as long as the daemon; an agent lives for one message. The
+runtime also runs what is not a user turn: the memory flush before a
+session ends, compression, the background reviews and auto-titles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from ._background import BackgroundTasks
+from ._loop import ToolLoop, repair_history
+from ._settings import AgentSettings
+from .compression import SplitResult, estimate_tokens, plan_split, split_session_op, summarise
+from .learning import MEMORY_TOOL, review_prompt
+from .llm import ModelClient
+from .prompt import PromptContext, SkillEntry, build_system_prompt
+from .titles import auto_title
+from .tools import ToolContext, ToolRegistry, builtin_registry
+
+if TYPE_CHECKING:
+    from storage import StateStore
+
+    from .agent import HermesAgent, TurnRequest
+
+log = structlog.get_logger("hermes.agent")
+
+FLUSH_PROMPT = (
+    "[System: this session is about to be compressed or closed, and older messages will no longer be "
+    "visible. Save anything worth remembering with the memory tool now (preferences, facts about the user, "
+    "lessons learned). If nothing needs saving, reply 'nothing to save'.]"
+)
+FLUSH_MAX_ITERATIONS = 3
+REVIEW_TOOLS = ("memory", "skills_list", "skill_view", "skill_manage")
+
+Rebind = Callable[[str, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class CompressOutcome:
+    reply: str
+    split: SplitResult | None = None
+
+
+def _snapshot_sections(home: Path) -> tuple[str, str, list[SkillEntry]]:
+    """Frozen memory text and the skills index, read from disk now (empty when unavailable)."""
+    memory = user = ""
+    skills: list[SkillEntry] = []
+    try:
+        from .memory import MemoryStore
+
+        snap = MemoryStore(home).snapshot()
+        memory, user = snap.memory, snap.user
+    except ImportError:
+        pass
+    except Exception:  # an unreadable memory file must not stop the conversation
+        log.exception("prompt.memory_unreadable")
+    try:
+        from .skills import SkillStore
+
+        skills = [SkillEntry(s.name, s.description) for s in SkillStore(home).index()]
+    except ImportError:
+        pass
+    except Exception:
+        log.exception("prompt.skills_unreadable")
+    return memory, user, skills
+
+
+class AgentRuntime:
+    def __init__(
+        self,
+        store: StateStore,
+        client: ModelClient,
+        settings: AgentSettings | None = None,
+        *,
+        home: Path,
+        registry: ToolRegistry | None = None,
+        rebind: Rebind | None = None,
+    ) -> None:
+        self.store = store
+        #: re-points a chat key at a session (the gateway's session index); None = no chat to follow
+        self.rebind = rebind
+        self.client = client
+        self.settings = settings or AgentSettings()
+        self.home = home
+        self.registry = registry if registry is not None else builtin_registry()
+        self.background = BackgroundTasks()
+
+    @property
+    def aux_model(self) -> str | None:
+        return self.client.settings.auxiliary_model or self.client.settings.model
+
+    def tools_for(self, platform: str) -> ToolRegistry:
+        return self.registry.for_platform(self.settings.policy(platform))
+
+    def agent(self, request: TurnRequest, *, nudges: bool = True) -> HermesAgent:
+        from .agent import HermesAgent
+
+        return HermesAgent(self, nudges=nudges)
+
+    def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
+                     session_key: str | None = None) -> ToolContext:
+        return ToolContext(session_id=session_id, platform=platform, home=self.home, store=self.store,
+                           user_id=user_id, session_key=session_key)
+
+    def build_prompt(self, platform: str, chat_type: str, *, shared: bool = False,
+                     user_name: str | None = None) -> str:
+        memory, user, skills = _snapshot_sections(self.home)
+        ctx = PromptContext(platform, chat_type, shared, user_name, memory=memory, user_profile=user,
+                            skills=tuple(skills), tool_names=frozenset(self.tools_for(platform).names))
+        return build_system_prompt(ctx)
+
+    # ------------------------------------------------------------ side loops
+
+    async def _side_loop(self, session_id: str, platform: str, system: str, conversation: list[dict[str, Any]],
+                         prompt: str, tools: ToolRegistry, max_iterations: int,
+                         session_key: str | None = None) -> set[str]:
+        """A loop whose messages are not part of the transcript (flush, review); returns the tools it used."""
+        messages = [*conversation, {"role": "user", "content": prompt}]
+        repair_history(messages)
+        loop = ToolLoop(self.store, self.client, tools, self.tool_context(session_id, platform, session_key=session_key),
+                        max_iterations=max_iterations, persist=False)
+        result = await loop.run(system, messages)
+        return result.used_tools
+
+    async def memory_flush(self, session_id: str, *, platform: str | None = None) -> bool:
+        """One chance for the model to save memories from a session about to end or be compressed."""
+        session, history = await self.store.load_conversation(session_id)
+        if session is None or not history or not self.client.settings.configured:
+            return False
+        platform = platform or str(session.get("source") or "unknown")
+        tools = self.tools_for(platform).only([MEMORY_TOOL])
+        if MEMORY_TOOL not in tools:
+            return False
+        system = str(session.get("system_prompt") or self.build_prompt(platform, "dm"))
+        used = await self._side_loop(session_id, platform, system, history, FLUSH_PROMPT, tools,
+                                     FLUSH_MAX_ITERATIONS)
+        log.info("agent.memory_flush", session_id=session_id, saved=MEMORY_TOOL in used)
+        return MEMORY_TOOL in used
+
+    async def review(self, session_id: str, platform: str, session_key: str, system: str,
+                     snapshot: Sequence[dict[str, Any]], *, memory: bool, skills: bool) -> set[str]:
+        """The background review of the learning loop: a fresh agent, no nudges of its own."""
+        tools = self.tools_for(platform).only(REVIEW_TOOLS)
+        if not len(tools):
+            return set()
+        used = await self._side_loop(session_id, platform, system, list(snapshot), review_prompt(memory, skills),
+                                     tools, self.settings.review_max_iterations, session_key)
+        log.info("agent.review_done", memory=memory, skills=skills, used=sorted(used))
+        return used
+
+    async def title(self, session_id: str, user_text: str, reply_text: str) -> None:
+        title = await auto_title(self.store, self.client, session_id, user_text, reply_text, model=self.aux_model)
+        if title:
+            log.info("agent.titled", session_id=session_id, title=title)
+
+    # ------------------------------------------------------------ compression
+
+    def needs_compression(self, system: str, conversation: Sequence[dict[str, Any]]) -> bool:
+        tokens = estimate_tokens([{"role": "system", "content": system}, *conversation])
+        return tokens >= self.settings.compression_at
+
+    async def compress(self, session_key: str, session_id: str, *,
+                       platform: str | None = None, chat_type: str | None = None) -> CompressOutcome:
+        """Memory flush, summary of the middle, split into a child session; the key follows the new one."""
+        session, history = await self.store.load_conversation(session_id)
+        if session is None:
+            return CompressOutcome("There is no session to compress.")
+        repair_history(history)
+        plan = plan_split(history, head_messages=self.settings.head_messages, tail_tokens=self.settings.tail_tokens)
+        if not plan.middle:
+            return CompressOutcome("This session is still short; there is nothing to compress yet.")
+        key_parts = session_key.split(":")
+        platform = platform or str(session.get("source") or (key_parts[2] if len(key_parts) > 2 else "unknown"))
+        chat_type = chat_type or (key_parts[3] if len(key_parts) > 3 else "dm")
+        try:
+            await self.memory_flush(session_id, platform=platform)
+        except Exception:  # saving memories is worth a try, never worth losing the compression
+            log.exception("agent.memory_flush_failed", session_id=session_id)
+        summary = await summarise(self.client, plan.middle, model=self.aux_model)
+        old_prompt = str(session.get("system_prompt") or "")
+        # The prompt is rebuilt now (fresh memory snapshot); who is talking is read off the old one.
+        shared = "Several people share this conversation" in old_prompt
+        prompt = self.build_prompt(platform, chat_type, shared=shared)
+        split = await self.store.write(split_session_op(session_id, plan, summary, prompt, session.get("title")))
+        if self.rebind is not None:
+            await self.rebind(session_key, split.new_session_id)
+        log.info("agent.compressed", old_session_id=session_id, new_session_id=split.new_session_id,
+                 summarised=split.summarised, kept=split.kept, title=split.title)
+        named = f" as “{split.title}”" if split.title else ""
+        return CompressOutcome(
+            f"🗜️ Compressed: {split.summarised} earlier messages summarised, {split.kept} kept. "
+            f"The conversation continues in session {split.new_session_id}{named}.",
+            split,
+        )
+
+    async def aclose(self, grace: float = 5.0) -> None:
+        await self.background.aclose(grace)

@@ -1,0 +1,53 @@
+"""Tools the agent may call: the types, the registry and the built-in set."""
+
+from __future__ import annotations
+
+import importlib
+
+import structlog
+
+from ._base import Tool, ToolContext, ToolError, ToolHandler
+from ._registry import ToolOutcome, ToolRegistry, ToolsetPolicy
+
+log = structlog.get_logger("hermes.tools")
+
+# module -> attribute: a Tool, or a list of Tools
+_BUILTIN_SOURCES = (
+    ("core.tools.memory_tool", "MEMORY_TOOL"),
+    ("core.tools.session_search", "SESSION_SEARCH_TOOL"),
+    ("core.tools.skills_tools", "SKILL_TOOLS"),
+)
+
+
+def builtin_tools() -> list[Tool]:
+    """memory, session_search, skills_list, skill_view, skill_manage."""
+    tools: list[Tool] = []
+    for module_name, attribute in _BUILTIN_SOURCES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            # Only while a module is still being written; the agent runs without those tools.
+            log.warning("tools.builtin_missing", module=module_name)
+            continue
+        value = getattr(module, attribute)
+        tools.extend(value if isinstance(value, list | tuple) else [value])
+    return tools
+
+
+def builtin_registry() -> ToolRegistry:
+    return ToolRegistry(builtin_tools())
+
+
+__all__ = [
+    "Tool",
+    "ToolContext",
+    "ToolError",
+    "ToolHandler",
+    "ToolOutcome",
+    "ToolRegistry",
+    "ToolsetPolicy",
+    "builtin_registry",
+    "builtin_tools",
+]

@@ -1,0 +1,159 @@
+"""The tool registry: what the model may call, and the one door every call goes through.
+
+``dispatch`` never raises for a bad call: unknown tools, undecodable or
+invalid arguments, a ``ToolError`` and any unexpected exception all come
+back as a tool result the model can read and act on. Only cancellation
+(``/stop``) passes through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import structlog
+from jsonschema.exceptions import SchemaError
+
+from ._base import Tool, ToolContext, ToolError
+
+log = structlog.get_logger("hermes.tools")
+
+_TRUNCATED = "\n…[result truncated: {cut} of {total} characters left out]"
+
+
+@dataclass(frozen=True)
+class ToolsetPolicy:
+    """Which toolsets a platform may use: ``enabled`` (None = all) minus ``disabled``."""
+
+    enabled: frozenset[str] | None = None
+    disabled: frozenset[str] = frozenset()
+
+    def allows(self, toolset: str) -> bool:
+        if toolset in self.disabled:
+            return False
+        return self.enabled is None or toolset in self.enabled
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """One dispatched call: the text for the model, and whether it failed."""
+
+    content: str
+    ok: bool
+
+
+class ToolRegistry:
+    """Tools by name; a filtered view per platform via ``for_platform``."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        for tool in tools:
+            self.register(tool)
+
+    def register(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        cls = jsonschema.validators.validator_for(dict(tool.parameters))
+        try:
+            cls.check_schema(dict(tool.parameters))
+        except SchemaError as exc:
+            raise ValueError(f"tool {tool.name!r} has an invalid parameters schema: {exc.message}") from exc
+        self._tools[tool.name] = tool
+        self._validators[tool.name] = cls(dict(tool.parameters))
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def for_platform(self, policy: ToolsetPolicy) -> ToolRegistry:
+        """A registry holding only the tools whose toolset ``policy`` allows."""
+        view = ToolRegistry()
+        for tool in self._tools.values():
+            if policy.allows(tool.toolset):
+                view._tools[tool.name] = tool
+                view._validators[tool.name] = self._validators[tool.name]
+        return view
+
+    def only(self, names: Iterable[str]) -> ToolRegistry:
+        """A registry holding just the named tools that exist here."""
+        wanted = set(names)
+        view = ToolRegistry()
+        for name, tool in self._tools.items():
+            if name in wanted:
+                view._tools[name] = tool
+                view._validators[name] = self._validators[name]
+        return view
+
+    def schemas(self) -> list[dict[str, Any]]:
+        """The OpenAI ``tools`` array."""
+        return [tool.schema() for tool in self._tools.values()]
+
+    async def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None, ctx: ToolContext) -> ToolOutcome:
+        tool = self._tools.get(name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return ToolOutcome(f"Error: there is no tool named {name!r}. Available tools: {known}.", False)
+        args = _decode(arguments)
+        if isinstance(args, str):
+            return ToolOutcome(f"Error: the arguments for {name} are not a JSON object ({args}). "
+                               "Send the arguments as a JSON object matching the tool's schema.", False)
+        problems = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.absolute_path))
+        if problems:
+            described = "; ".join(_describe(p) for p in problems[:5])
+            return ToolOutcome(f"Error: invalid arguments for {name}: {described}.", False)
+        try:
+            result = await tool.handler(args, ctx)
+        except asyncio.CancelledError:
+            raise
+        except ToolError as exc:
+            return ToolOutcome(_truncate(f"Error: {exc}", tool.max_result_chars), False)
+        except Exception as exc:
+            # A bug in a tool must not end the turn; the model hears that it failed, the log gets the trace.
+            log.exception("tool.crashed", tool=name)
+            return ToolOutcome(f"Error: the {name} tool failed unexpectedly ({type(exc).__name__}). "
+                               "Try different arguments or another approach.", False)
+        if not isinstance(result, str):
+            result = json.dumps(result, ensure_ascii=False, default=str)
+        return ToolOutcome(_truncate(result, tool.max_result_chars), True)
+
+
+def _decode(arguments: str | Mapping[str, Any] | None) -> dict[str, Any] | str:
+    """The arguments as a dict, or a short reason why they are not one."""
+    if arguments is None or arguments == "":
+        return {}
+    if isinstance(arguments, Mapping):
+        return dict(arguments)
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError as exc:
+        return f"invalid JSON: {exc.msg} at position {exc.pos}"
+    if not isinstance(value, dict):
+        return f"got a JSON {type(value).__name__}"
+    return value
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    where = ".".join(str(p) for p in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
+
+
+def _truncate(text: str, limit: int) -> str:
+    """At most ``limit`` characters, with a note that says how much was cut (the note fits the limit)."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 100, 0)  # the note is well under 100 characters
+    return text[:keep] + _TRUNCATED.format(cut=len(text) - keep, total=len(text))
