@@ -1,0 +1,233 @@
+"""FakeDiscord against the unchanged discord.py client: what the adapter tests rely on.
+
+discord.py finds the fake through its two class attributes (``Route.BASE``,
+``DiscordWebSocket.DEFAULT_GATEWAY``); they are set per test with ``monkeypatch`` and restored after.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+import discord
+import pytest
+import yarl
+from discord.gateway import DiscordWebSocket
+
+from tests.emulators.fake_discord import INTENT_MESSAGE_CONTENT, FakeDiscord
+
+WAIT = 10.0
+
+
+class Bot(discord.Client):
+    def __init__(self, **options: Any) -> None:
+        intents = options.pop("intents", None)
+        if intents is None:
+            intents = discord.Intents.default()
+            intents.message_content = True
+        super().__init__(intents=intents, guild_ready_timeout=0.05, **options)
+        self.received: list[discord.Message] = []
+        self.readies = 0
+        self.resumed = 0
+        self.reply: Callable[[discord.Message], Any] | None = None
+
+    async def before_identify_hook(self, shard_id: int | None, *, initial: bool = False) -> None:
+        return None  # no 5 s pause before a re-IDENTIFY
+
+    async def on_ready(self) -> None:
+        self.readies += 1
+
+    async def on_resumed(self) -> None:
+        self.resumed += 1
+
+    async def on_message(self, message: discord.Message) -> None:
+        if message.author.bot:
+            return
+        self.received.append(message)
+        if self.reply is not None:
+            await self.reply(message)
+
+
+@pytest.fixture
+def point_at(monkeypatch: pytest.MonkeyPatch) -> Callable[[FakeDiscord], None]:
+    def apply(fake: FakeDiscord) -> None:
+        monkeypatch.setattr(discord.http.Route, "BASE", fake.base_url)
+        monkeypatch.setattr(DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(fake.gateway_url))
+
+    return apply
+
+
+@asynccontextmanager
+async def running(fake: FakeDiscord, bot: Bot, token: str | None = None) -> AsyncIterator[asyncio.Task[None]]:
+    task = asyncio.create_task(bot.start(token or fake.token))
+    try:
+        yield task
+    finally:
+        await bot.close()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(task, WAIT)
+
+
+async def until(predicate: Callable[[], Any], what: str) -> None:
+    async def poll() -> None:
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+    try:
+        await asyncio.wait_for(poll(), WAIT)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+async def test_login_ready_and_a_dm_round_trip(fake_discord: FakeDiscord, point_at: Any) -> None:
+    fake = fake_discord
+    point_at(fake)
+    bot = Bot()
+
+    async def echo(message: discord.Message) -> None:
+        async with message.channel.typing():
+            sent = await message.reply(f"echo: {message.content}")
+        await sent.edit(content="edited")
+
+    bot.reply = echo
+    async with running(fake, bot):
+        await until(lambda: bot.readies == 1, "on_ready")
+        assert fake.connected()
+        assert fake.identifies[0]["intents"] & INTENT_MESSAGE_CONTENT
+        msg = await fake.user_says("hi")
+        sent = await fake.wait_sent(2, timeout=WAIT)
+        assert [s["method"] for s in sent] == ["create_message", "edit_message"]
+        assert sent[0]["text"] == "echo: hi" and sent[0]["reply_to"] == msg["id"]
+        assert sent[1]["text"] == "edited"
+        assert fake.calls_to("typing")
+        assert isinstance(bot.received[0].channel, discord.DMChannel)
+        # The bot's own message came back as an event and was stored in the history.
+        assert [m["content"] for m in fake.channel_messages(msg["channel_id"])] == ["hi", "edited"]
+
+
+async def test_rest_content_type_errors_and_history(fake_discord: FakeDiscord) -> None:
+    fake = fake_discord
+    headers = {"Authorization": f"Bot {fake.token}"}
+    for n in range(5):
+        await fake.user_says(f"m{n}", chat="general", dispatch=False)
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{fake.base_url}/users/@me", headers=headers) as resp:
+            assert resp.headers["Content-Type"] == "application/json"  # exactly: discord.py needs it
+        async with http.get(f"{fake.base_url}/users/@me", headers={"Authorization": "Bot nope"}) as resp:
+            assert resp.status == 401
+        url = f"{fake.base_url}/channels/{fake.general}/messages"
+        async with http.post(url, headers=headers, json={"content": "x" * 2001}) as resp:
+            assert resp.status == 400 and (await resp.json())["code"] == 50035
+        async with http.post(url, headers=headers, json={"content": ""}) as resp:
+            assert (await resp.json())["code"] == 50006
+        async with http.post(f"{fake.base_url}/channels/1/messages", headers=headers, json={"content": "x"}) as resp:
+            assert resp.status == 404 and (await resp.json())["code"] == 10003
+        first = fake.channel_messages(fake.general)[0]["id"]
+        async with http.get(url, headers=headers, params={"after": first, "limit": "2"}) as resp:
+            page = await resp.json()
+    # The two right after ``after``, newest first (as Discord answers).
+    assert [m["content"] for m in page] == ["m2", "m1"]
+
+
+async def test_429_is_retried_and_threads_take_the_message_id(fake_discord: FakeDiscord, point_at: Any) -> None:
+    fake = fake_discord
+    point_at(fake)
+    bot = Bot()
+    async with running(fake, bot):
+        await until(lambda: bot.readies == 1, "on_ready")
+        channel = bot.get_channel(int(fake.general))
+        assert isinstance(channel, discord.TextChannel)
+        fake.rate_limit_next("create_message", retry_after=0.05, skip=1)
+        first = await channel.send("one")
+        await channel.send("two")  # 429 once, then sent again
+        statuses = [c.status for c in fake.calls_to("create_message")]
+        assert statuses == [200, 429, 200]
+        assert [s["text"] for s in fake.sent] == ["one", "two"]
+        thread = await first.create_thread(name="from a message")
+        assert thread.id == first.id and fake.channels[str(thread.id)]["parent_id"] == fake.general
+        standalone = await channel.create_thread(name="standalone", type=discord.ChannelType.public_thread)
+        assert standalone.parent_id == channel.id
+        with pytest.raises(discord.HTTPException) as exc:
+            await first.create_thread(name="again")
+        assert exc.value.code == 160004
+
+
+async def test_reconnect_resumes_and_replays_the_gap(fake_discord: FakeDiscord, point_at: Any) -> None:
+    fake = fake_discord
+    point_at(fake)
+    bot = Bot()
+    async with running(fake, bot):
+        await until(lambda: bot.readies == 1, "on_ready")
+        fake.hold_connections()
+        await fake.reconnect()
+        await until(lambda: not fake.connected(), "the client to go away")
+        await fake.user_says("during the gap")
+        fake.release_connections()
+        await until(lambda: bot.resumed == 1, "on_resumed")
+        await until(lambda: len(bot.received) == 1, "the replayed message")
+        assert bot.received[0].content == "during the gap"
+        assert len(fake.identifies) == 1 and fake.resumes[0]["session_id"] == "session-1"
+
+
+async def test_invalid_session_reidentifies(fake_discord: FakeDiscord, point_at: Any) -> None:
+    fake = fake_discord
+    point_at(fake)
+    bot = Bot()
+    async with running(fake, bot):
+        await until(lambda: bot.readies == 1, "on_ready")
+        await fake.invalidate(resumable=False)
+        await until(lambda: len(fake.identifies) == 2 and fake.connected(), "a second IDENTIFY")
+        await fake.user_says("after a new session")
+        await until(lambda: len(bot.received) == 1, "a message on the new session")
+
+
+async def test_close_codes_4004_and_4014(fake_discord: FakeDiscord, point_at: Any) -> None:
+    fake = fake_discord
+    point_at(fake)
+    fake.message_content_allowed = False
+    bot = Bot()
+    task = asyncio.create_task(bot.start(fake.token))
+    with pytest.raises(discord.PrivilegedIntentsRequired):
+        await asyncio.wait_for(task, WAIT)
+    await bot.close()
+    assert fake.close_codes == [4014]
+    fake.message_content_allowed = True
+    bot = Bot()
+    await bot.login(fake.token)
+    fake.token = "changed"  # the REST login passed; the gateway now refuses the token
+    with pytest.raises(discord.ConnectionClosed) as exc:
+        await asyncio.wait_for(bot.connect(), WAIT)
+    assert exc.value.code == 4004
+    await bot.close()
+
+
+async def test_without_the_intent_guild_content_is_blank(fake_discord: FakeDiscord, point_at: Any) -> None:
+    fake = fake_discord
+    point_at(fake)
+    bot = Bot(intents=discord.Intents.default())  # no message_content
+    async with running(fake, bot):
+        await until(lambda: bot.readies == 1, "on_ready")
+        await fake.user_says("secret", chat="general")
+        await fake.user_says("for you", chat="general", mention=True)
+        await fake.user_says("in a DM")
+        await until(lambda: len(bot.received) == 3, "three messages")
+    assert [m.content for m in bot.received] == ["", f"<@{fake.bot['id']}> for you", "in a DM"]
+
+
+async def test_muted_acks_and_heartbeats(fake_discord: FakeDiscord, point_at: Any) -> None:
+    fake = fake_discord
+    fake.heartbeat_interval = 0.05
+    point_at(fake)
+    bot = Bot(heartbeat_timeout=0.5)
+    async with running(fake, bot):
+        await until(lambda: bot.readies == 1, "on_ready")
+        await until(lambda: any(acked for _, acked in fake.heartbeats), "an acked heartbeat")
+        fake.mute_acks()
+        await until(lambda: not fake.heartbeats[-1][1], "an unacked heartbeat")
+        # discord.py's own check fires only when nothing at all arrives; it then resumes.
+        await until(lambda: bot.resumed >= 1, "a RESUME after silence")
+        await until(lambda: fake.heartbeats[-1][1], "heartbeats acked again on the new connection")
