@@ -1,0 +1,100 @@
+"""FakeSlack proven with the real slack-sdk / slack-bolt (no gateway code involved)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from aiohttp import web
+from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+from slack_bolt.async_app import AsyncApp
+from slack_sdk.errors import SlackApiError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, BOT_USER, SIGNING_SECRET, FakeSlack
+
+
+def client(fake: FakeSlack, token: str = BOT_TOKEN) -> AsyncWebClient:
+    return AsyncWebClient(token=token, base_url=fake.api_base_url)
+
+
+def echo_app(fake: FakeSlack, got: list[dict[str, Any]]) -> AsyncApp:
+    app = AsyncApp(client=client(fake), signing_secret=SIGNING_SECRET)
+
+    @app.event("message")
+    async def on_message(event: dict[str, Any], say: Any) -> None:
+        got.append(event)
+        await say(text=f"echo: {event.get('text')}", thread_ts=event["ts"])
+
+    return app
+
+
+async def test_web_api_and_tokens(fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    me = await client(fake).auth_test()
+    assert me["user_id"] == BOT_USER
+    sent = await client(fake).chat_postMessage(channel="C1", text="hi", thread_ts="1.000001")
+    upd = await client(fake).chat_update(channel="C1", ts=sent["ts"], text="edited")
+    assert upd["ok"] and fake.messages[("C1", sent["ts"])]["text"] == "edited"
+    assert [(m["method"], m["thread_id"]) for m in fake.sent] == [("chat.postMessage", "1.000001"),
+                                                                  ("chat.update", "1.000001")]
+    with pytest.raises(SlackApiError) as bad:
+        await client(fake, "xoxb-nope").auth_test()
+    assert bad.value.response["error"] == "invalid_auth"
+    with pytest.raises(SlackApiError) as wrong_kind:
+        await client(fake).apps_connections_open(app_token=BOT_TOKEN)
+    assert wrong_kind.value.response["error"] == "not_allowed_token_type"
+    opened = await client(fake).apps_connections_open(app_token=APP_TOKEN)
+    assert opened["url"].startswith("ws://127.0.0.1:")
+    info = await client(fake).conversations_info(channel="D9")
+    assert info["channel"]["is_im"] is True
+
+
+async def test_rate_limit_is_a_429_with_retry_after(fake_slack: FakeSlack) -> None:
+    fake_slack.fail_next("chat.postMessage", 429, headers={"Retry-After": "7"})
+    with pytest.raises(SlackApiError) as limited:
+        await client(fake_slack).chat_postMessage(channel="C1", text="x")
+    assert limited.value.response.status_code == 429
+    assert limited.value.response.headers["Retry-After"] == "7"
+    assert not fake_slack.sent
+
+
+async def test_socket_mode_round_trip_disconnect_and_silence(fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    got: list[dict[str, Any]] = []
+    handler = AsyncSocketModeHandler(echo_app(fake, got), app_token=APP_TOKEN, ping_interval=0.5)
+    await handler.connect_async()
+    try:
+        await fake.wait_for(lambda: fake.open_sockets, 5, what="a socket")
+        body = await fake.user_says("hello")
+        await fake.wait_reply("D0DM0001", body["event"]["ts"], text="echo: hello")
+        assert fake.acks
+        await fake.disconnect("refresh_requested")
+        await fake.wait_for(lambda: len(fake.sockets) == 2 and len(fake.open_sockets) == 1, 5, what="reconnect")
+        # Silence: no pongs, so the client's heartbeat gives the socket up.
+        fake.go_silent()
+        await fake.wait_for(lambda: fake.sockets[1].closed.is_set(), 10, what="the silent socket to close")
+    finally:
+        await handler.close_async()
+
+
+async def test_events_api_signed_posts_and_retries(fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    got: list[dict[str, Any]] = []
+    runner = web.AppRunner(echo_app(fake, got).web_app(path="/slack/events"))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        fake.events_url = f"http://127.0.0.1:{port}/slack/events"
+        body = await fake.user_says("over http")
+        await fake.wait_reply("D0DM0001", body["event"]["ts"], text="echo: over http")
+        assert await fake.post_event(body, secret="wrong") == 401
+        assert await fake.post_event(body, ts=int(time.time()) - 600) == 401
+        assert await fake.redeliver(body, 1) == 200  # Bolt itself does not dedupe: the gateway must
+        await fake.wait_for(lambda: len(got) == 2, 5, what="the retried event")
+        assert got[0]["ts"] == got[1]["ts"]
+    finally:
+        await runner.cleanup()
