@@ -26,6 +26,7 @@ Job = Callable[[], Coroutine[Any, Any, None]]
 class _Queued:
     job: Job
     on_drop: Callable[[], Awaitable[None]] | None = None
+    label: str = ""  # what /queue shows for it
 
 
 @dataclass
@@ -61,6 +62,15 @@ class Lanes:
         lane = self._lanes.get(key)
         return len(lane.queue) if lane else 0
 
+    def is_running(self, key: str) -> bool:
+        lane = self._lanes.get(key)
+        return lane is not None and lane.current is not None
+
+    def queued_labels(self, key: str) -> list[str]:
+        """What waits in this key's lane, oldest first (read-only, for /queue)."""
+        lane = self._lanes.get(key)
+        return [item.label for item in lane.queue] if lane else []
+
     @property
     def total_waiting(self) -> int:
         return sum(len(lane.queue) for lane in self._lanes.values())
@@ -71,7 +81,8 @@ class Lanes:
 
     # ---------------------------------------------------------------- intake
 
-    def submit(self, key: str, job: Job, *, on_drop: Callable[[], Awaitable[None]] | None = None) -> tuple[int, bool]:
+    def submit(self, key: str, job: Job, *, on_drop: Callable[[], Awaitable[None]] | None = None,
+               label: str = "") -> tuple[int, bool]:
         """Queue a job. Returns (jobs ahead of it, whether to acknowledge the wait).
 
         The acknowledgement flag is true once per burst: for the first message
@@ -83,7 +94,7 @@ class Lanes:
         if len(lane.queue) >= self._max_queued:
             raise LaneFullError(f"{len(lane.queue)} messages already wait in this conversation")
         ahead = len(lane.queue) + (1 if lane.current is not None else 0)
-        lane.queue.append(_Queued(job, on_drop))
+        lane.queue.append(_Queued(job, on_drop, label))
         ack = ahead > 0 and not lane.acked_burst
         if ack:
             lane.acked_burst = True

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -25,6 +27,9 @@ from .logs import redact
 from .services import Services
 from .session_key import SessionKeySettings, build_session_key, is_shared_session
 
+if TYPE_CHECKING:
+    from .metrics import GatewayMetrics
+
 log = structlog.get_logger("hermes.router")
 
 AgentMaker = Callable[[Services, TurnRequest], Agent]
@@ -36,6 +41,9 @@ MAX_INPUT_CHARS = 32_000
 
 
 class Router:
+    #: set by the runner; None in tests that build a bare router
+    metrics: GatewayMetrics | None = None
+
     def __init__(
         self,
         services: Services,
@@ -58,6 +66,8 @@ class Router:
     # ------------------------------------------------------------------ intake
 
     async def handle(self, msg: InboundMessage) -> Disposition:
+        if self.metrics is not None:
+            self.metrics.messages_in.labels(msg.platform).inc()
         with structlog.contextvars.bound_contextvars(platform=msg.platform, chat_id=msg.chat_id):
             try:
                 return await self._handle(msg)
@@ -113,7 +123,7 @@ class Router:
                 await self.services.dedupe.forget(msg.platform, msg.delivery_key)
 
         try:
-            ahead, ack = self.services.lanes.submit(key, job, on_drop=release)
+            ahead, ack = self.services.lanes.submit(key, job, on_drop=release, label=msg.text)
         except LaneFullError as exc:
             await release()
             await self._notice(msg, f"Too many messages are waiting in this chat ({exc}). Please wait a moment.")
@@ -142,7 +152,33 @@ class Router:
         if reply:
             await self._notice(ctx.message, reply)
 
+    async def run_turn_in_lane(self, msg: InboundMessage, key: str, text: str) -> bool:
+        """One agent turn for ``key`` behind whatever already waits in its lane (the
+        synthetic turn of /handoff); True when the agent answered and the reply was
+        delivered. Raises LaneFullError / LanesClosedError when it cannot be queued."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        async def job() -> None:
+            try:
+                ok = await self._turn_outcome(msg, key, text)
+            except BaseException as exc:
+                if not done.done():  # a stopped turn is a failed handoff, not a cancelled caller
+                    done.set_exception(exc if isinstance(exc, Exception) else RuntimeError("the turn was stopped"))
+                raise
+            if not done.done():
+                done.set_result(ok)
+
+        async def dropped() -> None:
+            if not done.done():
+                done.set_exception(LanesClosedError("the gateway stopped before the turn ran"))
+
+        self.services.lanes.submit(key, job, on_drop=dropped, label=text)
+        return await done
+
     async def _turn(self, msg: InboundMessage, key: str, text: str) -> None:
+        await self._turn_outcome(msg, key, text)
+
+    async def _turn_outcome(self, msg: InboundMessage, key: str, text: str) -> bool:
         services = self.services
         due = await services.index.due_reset(key)
         if due is not None and self._memory_flush is not None:
@@ -167,6 +203,7 @@ class Router:
             )
             typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
             kind = SendKind.REPLY
+            started = time.perf_counter()
             try:
                 result = await self._make_agent(services, request).run_turn(request)
                 reply = result.text
@@ -186,11 +223,14 @@ class Router:
                 )
             finally:
                 typing.cancel()
-            await services.delivery.send(
+                if self.metrics is not None:
+                    self.metrics.turn_seconds.observe(time.perf_counter() - started)
+            sent = await services.delivery.send(
                 OutboundMessage(msg.platform, msg.chat_id, redact(reply), msg.thread_id, msg.message_id, kind),
                 session_key=key,
                 session_id=binding.session_id,
             )
+            return sent and kind is SendKind.REPLY
 
     async def _keep_typing(self, msg: InboundMessage) -> None:
         adapter = self.services.adapters.get(msg.platform)

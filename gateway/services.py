@@ -17,6 +17,9 @@ from .session_index import SessionIndex
 
 if TYPE_CHECKING:
     from .commands import CommandRegistry
+    from .handoff import HandoffRunner
+    from .home_channels import HomeChannels
+    from .session_key import SessionKeySettings
 
 
 class Compressor(Protocol):
@@ -39,3 +42,8 @@ class Services:
     #: splits a session by summarising it (the agent core provides it);
     #: /compress answers "not available" while it is None
     compressor: Compressor | None = None
+    #: /sethome targets and the /handoff machinery (set by the runner)
+    home_channels: HomeChannels | None = None
+    handoffs: HandoffRunner | None = None
+    #: the router's key rules, so a handed-off thread's key is built the same way
+    key_settings: SessionKeySettings | None = None

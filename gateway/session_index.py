@@ -13,11 +13,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
+
 from adapters.base import InboundMessage
 from storage import StateStore, new_session_id
 from storage import _ops as ops
+from storage.errors import InvalidTitleError, TitleConflictError
 
 from .config import SessionResetConfig
+
+log = structlog.get_logger("hermes.session_index")
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,24 @@ def _bind(conn: sqlite3.Connection, key: str, session_id: str, msg: InboundMessa
     )
 
 
+def _apply_pending_title(conn: sqlite3.Connection, key: str, session_id: str) -> None:
+    """A title set with /title before the session existed is applied as it is created."""
+    row = conn.execute("SELECT title FROM gateway_pending_titles WHERE session_key = ?", (key,)).fetchone()
+    if row is None:
+        return
+    conn.execute("DELETE FROM gateway_pending_titles WHERE session_key = ?", (key,))
+    try:
+        ops.set_session_title(conn, session_id, row["title"])
+    except (TitleConflictError, InvalidTitleError) as exc:
+        # Taken by another session meanwhile: the session starts untitled rather than not at all.
+        log.warning("session_index.pending_title_dropped", session_id=session_id, error=str(exc))
+
+
+def _new_id(msg: InboundMessage) -> str:
+    # Terminal sessions carry the reference's 6-hex ids; every platform else 8.
+    return new_session_id("terminal" if msg.platform == "cli" else "gateway")
+
+
 class SessionIndex:
     def __init__(self, store: StateStore, policy: SessionResetConfig) -> None:
         self._store = store
@@ -132,9 +155,10 @@ class SessionIndex:
                 ops.end_session(conn, previous, f"session_reset:{reason}", at=now)
             elif row is not None:
                 previous = str(row["session_id"])  # stale: ended or deleted elsewhere
-            session_id = new_session_id("gateway")
+            session_id = _new_id(msg)
             ops.create_session(conn, session_id, msg.platform, model=model, user_id=msg.user_id, started_at=now)
             _bind(conn, key, session_id, msg, now)
+            _apply_pending_title(conn, key, session_id)
             return Binding(key, session_id, created=True, reset_reason=reason, previous_session_id=previous)
 
         return await self._store.write(op)
@@ -161,9 +185,36 @@ class SessionIndex:
                 previous = str(row["session_id"])
                 if row["ended_at"] is None:
                     ops.end_session(conn, previous, end_reason, at=now)
-            session_id = new_session_id("gateway")
+            session_id = _new_id(msg)
             ops.create_session(conn, session_id, msg.platform, model=model, user_id=msg.user_id, started_at=now)
             _bind(conn, key, session_id, msg, now)
+            _apply_pending_title(conn, key, session_id)
             return Binding(key, session_id, created=True, previous_session_id=previous)
 
         return await self._store.write(op)
+
+    async def unbind(self, key: str, session_id: str) -> bool:
+        """Detach a key from a session (the source of a finished /handoff), only if
+        it still points there; its next message starts a fresh session."""
+        return bool(await self._store.write(
+            lambda c: c.execute(
+                "DELETE FROM gateway_session_index WHERE session_key = ? AND session_id = ?", (key, session_id)
+            ).rowcount
+        ))
+
+    async def queue_title(self, key: str, title: str) -> None:
+        """Hold a title for the session this key has not started yet."""
+        now = time.time()
+        await self._store.write(
+            lambda c: c.execute(
+                "INSERT INTO gateway_pending_titles (session_key, title, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(session_key) DO UPDATE SET title = excluded.title, created_at = excluded.created_at",
+                (key, title, now),
+            )
+        )
+
+    async def pending_title(self, key: str) -> str | None:
+        row = await self._store.read(
+            lambda c: c.execute("SELECT title FROM gateway_pending_titles WHERE session_key = ?", (key,)).fetchone()
+        )
+        return None if row is None else str(row["title"])

@@ -255,6 +255,49 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX IF NOT EXISTS idx_messages_session_id ON messages(session_id, id)",
         ),
     ),
+    Migration(
+        13,
+        "home channels per platform, handoff state machine",
+        (
+            # /sethome: where a platform's proactive work (handoffs) lands.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_home_channels (
+                platform TEXT PRIMARY KEY,
+                chat_id TEXT NOT NULL,
+                thread_id TEXT,
+                chat_type TEXT,
+                set_by TEXT,
+                updated_at REAL NOT NULL
+            )
+            """,
+            # pending -> claimed -> completed | failed; every transition is a
+            # compare-and-set (UPDATE ... WHERE state = ?), so a late timeout can
+            # never overwrite a claimed or completed row.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_handoffs (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                session_id TEXT NOT NULL,
+                source_key TEXT NOT NULL,
+                source_platform TEXT NOT NULL,
+                source_chat_id TEXT,
+                source_thread_id TEXT,
+                target_platform TEXT NOT NULL,
+                target_chat_id TEXT,
+                target_thread_id TEXT,
+                target_key TEXT,
+                state TEXT NOT NULL DEFAULT 'pending'
+                    CHECK (state IN ('pending', 'claimed', 'completed', 'failed')),
+                error TEXT,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL
+            )
+            """,
+            # At most one live handoff per session; failed/completed rows stay as
+            # history and no longer block a retry.
+            "CREATE UNIQUE INDEX IF NOT EXISTS idx_gateway_handoffs_live ON gateway_handoffs(session_id) "
+            "WHERE state IN ('pending', 'claimed')",
+        ),
+    ),
 )
 
 
