@@ -1,0 +1,104 @@
+"""Session administration writes: rename, delete, prune.
+
+The same functions serve the daemon (its control socket calls them with the
+daemon's own store, so the daemon stays the only writer) and the command line
+when no daemon runs (it opens a StateStore, which takes the writer lock).
+Results are plain JSON-serialisable dicts so they can cross the socket.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+from typing import Any
+
+import structlog
+
+from storage import GatewayError, InvalidTitleError, StateStore, clean_title
+
+log = structlog.get_logger("hermes.sessions_admin")
+
+DEFAULT_PRUNE_DAYS = 90.0
+
+
+class InvalidPruneAgeError(GatewayError):
+    """``--older-than`` is not a finite number of days >= 0."""
+
+
+def check_prune_age(older_than_days: float) -> float:
+    try:
+        days = float(older_than_days)
+    except (TypeError, ValueError):
+        raise InvalidPruneAgeError(f"--older-than must be a number of days, not {older_than_days!r}.") from None
+    if not math.isfinite(days) or days < 0:
+        raise InvalidPruneAgeError(f"--older-than must be a number of days >= 0, not {older_than_days!r}.")
+    return days
+
+
+def prunable_ids(conn: sqlite3.Connection, older_than_days: float, source: str | None = None,
+                 *, now: float | None = None) -> list[str]:
+    """Ended sessions that started more than N days ago (what prune deletes).
+
+    The same rule as storage's prune_sessions (keep the two in step); the
+    command line runs it on a read-only connection to say what a prune would
+    delete before it asks.
+    """
+    cutoff = (time.time() if now is None else now) - older_than_days * 86400.0
+    sql = "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND started_at < ?"
+    params: list[Any] = [cutoff]
+    if source:
+        sql += " AND source = ?"
+        params.append(source)
+    return [str(row[0]) for row in conn.execute(sql + " ORDER BY started_at", params)]
+
+
+async def rename(store: StateStore, id_or_prefix: str, title: str) -> dict[str, Any]:
+    """Set a session's title. Raises SessionNotFoundError, AmbiguousSessionError,
+    InvalidTitleError, or TitleConflictError (naming the session that has it)."""
+    if clean_title(title) is None:
+        # Clearing a title is /title's business; a rename always names something.
+        raise InvalidTitleError("A title cannot be empty.")
+    session_id = await store.resolve_session_id(id_or_prefix)
+    before = await store.get_session(session_id)
+    new_title = await store.set_session_title(session_id, title)
+    log.info("sessions.renamed", session_id=session_id)
+    return {
+        "session_id": session_id,
+        "title": new_title,
+        "previous_title": before.get("title") if before else None,
+    }
+
+
+async def delete(store: StateStore, id_or_prefix: str) -> dict[str, Any]:
+    """Delete one session and its messages. Raises SessionNotFoundError or
+    AmbiguousSessionError. Sessions continued from it keep living, unlinked."""
+    session_id = await store.resolve_session_id(id_or_prefix)
+    session = await store.get_session(session_id)
+    deleted = await store.delete_session(session_id)
+    log.info("sessions.deleted", session_id=session_id, deleted=deleted)
+    return {
+        "session_id": session_id,
+        "deleted": deleted,
+        "title": session.get("title") if session else None,
+        "message_count": (session.get("message_count") or 0) if session else 0,
+    }
+
+
+async def prune(store: StateStore, older_than_days: float, source: str | None) -> dict[str, Any]:
+    """Delete ended sessions that started more than N days ago. Active ones never."""
+    days = check_prune_age(older_than_days)
+    source = source or None
+    deleted = await store.prune_sessions(days, source)
+    log.info("sessions.pruned", deleted=deleted, older_than_days=days, source=source)
+    return {"deleted": deleted, "older_than_days": days, "source": source}
+
+__all__ = [
+    "DEFAULT_PRUNE_DAYS",
+    "InvalidPruneAgeError",
+    "check_prune_age",
+    "delete",
+    "prunable_ids",
+    "prune",
+    "rename",
+]

@@ -1,0 +1,166 @@
+"""`hermes-gateway status` and `hermes-gateway doctor` as real processes, on a real home and daemon."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.fakes.openai_server import FakeOpenAI
+
+from ._proc import ROOT, ask, daemon_env, free_port, run_daemon, write_home
+
+TOKEN = "123456:AAbbCCddEEffGGhhIIjjKKllMMnnOOppQQ"
+
+
+def cli(home: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in daemon_env(home).items() if not k.startswith(("XDG_", "TELEGRAM_"))}
+    full.update(env)
+    return subprocess.run([sys.executable, "-m", "gateway.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=full)
+
+
+def lines_about(out: str, name: str) -> list[str]:
+    return [line for line in out.splitlines() if f"] {name}" in line]
+
+
+async def seeded_home(tmp_path: Path, fake_openai: FakeOpenAI) -> Path:
+    """A home a daemon has run in and stopped: state.db with a conversation, .env with a token."""
+    home, port = tmp_path / "home", free_port()
+    write_home(home, port, fake_openai.base_url, platforms={"api_server": {"port": port},
+                                                            "telegram": {"enabled": False}})
+    (home / ".env").write_text(f"TELEGRAM_BOT_TOKEN={TOKEN}\n")
+    (home / ".env").chmod(0o600)
+    with run_daemon(home, port) as d:
+        await d.wait_healthy()
+        assert await asyncio.to_thread(ask, port, "seed") == (200, "echo: seed")
+        d.proc.send_signal(signal.SIGTERM)
+        assert await d.wait_exit() == 0
+    return home
+
+
+# ------------------------------------------------------------------------ status
+
+
+def test_status_without_a_daemon_exits_3(tmp_path: Path) -> None:
+    proc = cli(tmp_path / "nothing", "status")
+    assert proc.returncode == 3 and "not running" in proc.stdout
+
+
+async def test_status_of_a_running_daemon_over_the_socket_then_the_state_file(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    home, port = tmp_path / "home", free_port()
+    write_home(home, port, fake_openai.base_url)
+    with run_daemon(home, port) as d:
+        await d.wait_healthy()
+        proc = await asyncio.to_thread(cli, home, "status")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"running (pid {d.proc.pid}, up " in proc.stdout and "control socket" in proc.stdout
+        assert "api-server" in proc.stdout and "Last error: none" in proc.stdout
+
+        data = json.loads((await asyncio.to_thread(cli, home, "status", "--json")).stdout)
+        assert data["pid"] == d.proc.pid and "api-server" in data["adapters"]
+
+        # The socket is gone (deleted by hand, or another user's daemon): the published file answers.
+        (home / "gateway.sock").unlink()
+
+        async def published_live() -> None:
+            while True:
+                state = json.loads((home / "gateway.state.json").read_text())
+                if state["adapters"].get("api-server", {}).get("state") == "live":
+                    return
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(published_live(), 30)
+        proc = await asyncio.to_thread(cli, home, "status")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"running (pid {d.proc.pid}" in proc.stdout and "gateway.state.json" in proc.stdout
+        assert "api-server   live" in proc.stdout
+
+        d.proc.send_signal(signal.SIGTERM)
+        assert await d.wait_exit() == 0
+    proc = await asyncio.to_thread(cli, home, "status")
+    assert proc.returncode == 3 and "not running" in proc.stdout and "last seen" in proc.stdout
+
+
+# ------------------------------------------------------------------------ doctor
+
+
+async def test_doctor_passes_on_a_sound_home_without_printing_the_token(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    home = await seeded_home(tmp_path, fake_openai)
+    # Telegram on: the token is checked (present) but never shown.
+    (home / "config.yaml").write_text((home / "config.yaml").read_text().replace("enabled: false", "enabled: true"))
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert TOKEN not in out and TOKEN.split(":")[1][:6] not in out
+    assert lines_about(out, "token TELEGRAM_BOT_TOKEN") == ["[ok  ] token TELEGRAM_BOT_TOKEN: set"]
+    assert "PRAGMA quick_check: ok" in out and "FTS5 and the trigram tokenizer" in out
+    assert "[ok  ] permissions .env: 0600" in out and "[ok  ] permissions state.db: 0600" in out
+    assert "[ok  ] wal:" in out and "All checks passed." in out
+
+
+async def test_doctor_fails_on_loose_permissions_and_a_corrupt_db_and_prints_fixes(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    home = await seeded_home(tmp_path, fake_openai)
+    (home / ".env").chmod(0o644)
+    db = home / "state.db"
+    with db.open("r+b") as f:  # wreck the header: no longer a database
+        f.write(b"not a sqlite database at all!!!")
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    out = proc.stdout
+    assert proc.returncode == 1
+    assert f"[FAIL] permissions .env: {home / '.env'} is 0644" in out and f"fix: chmod 600 {home / '.env'}" in out
+    assert lines_about(out, "integrity")[0].startswith("[FAIL] integrity")
+    assert "check(s) failed" in out
+
+
+def test_doctor_reports_a_broken_config_and_a_missing_db(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("gateway:\n  drain_timeout: soon\n")
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    assert proc.returncode == 1
+    assert "[FAIL] config:" in proc.stdout and "gateway.drain_timeout" in proc.stdout
+    assert "[--  ] state.db:" in proc.stdout
+
+
+def test_doctor_warns_about_linger_when_a_user_unit_is_installed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    xdg = tmp_path / "xdg"
+    (xdg / "systemd" / "user").mkdir(parents=True)
+    (xdg / "systemd" / "user" / "hermes-gateway.service").write_text("[Service]\n")
+    loginctl = tmp_path / "loginctl"
+    loginctl.write_text('#!/bin/sh\necho "Linger=no"\n')
+    loginctl.chmod(loginctl.stat().st_mode | stat.S_IXUSR)
+    proc = cli(home, "doctor", "--loginctl", str(loginctl), XDG_CONFIG_HOME=str(xdg))
+    user = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
+    assert "[WARN] linger:" in proc.stdout and f"fix: sudo loginctl enable-linger {user}" in proc.stdout
+    assert proc.returncode == 0  # a warning, not a failure
+
+
+def test_doctor_checks_db_on_a_copy_made_by_sqlite(tmp_path: Path) -> None:
+    """quick_check runs read-only: a healthy db made by another tool passes and is not modified."""
+    home = tmp_path / "home"
+    home.mkdir()
+    db = home / "state.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    os.chmod(db, 0o600)
+    before = db.read_bytes()
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    assert "[ok  ] integrity: PRAGMA quick_check: ok" in proc.stdout
+    assert db.read_bytes() == before
