@@ -10,6 +10,10 @@ import typer
 
 from storage.errors import StorageLockedError
 
+from ._cli_chat import chat as chat_command
+from ._cli_ops import register as register_ops_commands
+from ._cli_service import service_app
+from ._cli_sessions import sessions_app
 from .config import EX_CONFIG, ConfigError, default_home, load_config
 from .logs import configure_logging
 
@@ -48,6 +52,12 @@ def version() -> None:
     from importlib.metadata import version as _v
 
     typer.echo(_v("hermes-gateway"))
+
+
+app.add_typer(sessions_app, name="sessions")
+app.add_typer(service_app, name="service")
+register_ops_commands(app)
+app.command("chat")(chat_command)
 
 
 def main() -> None:

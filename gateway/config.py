@@ -62,6 +62,8 @@ class ModelConfig(_Section):
     auxiliary: str | None = None
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=3, ge=0, le=10)
+    # the main model's context window in tokens (compression starts at agent.compression_threshold of it)
+    context_length: int = Field(default=128_000, ge=1024)
 
 
 class SessionResetConfig(_Section):
@@ -75,6 +77,10 @@ class SessionsConfig(_Section):
     retention_days: float = Field(default=90, gt=0)
     vacuum_after_prune: bool = True
     min_interval_hours: float = Field(default=24, ge=0)
+    #: /resume may pick up sessions of other users and chats (off: each chat sees only its own)
+    allow_cross_user_resume: bool = False
+    #: how long /handoff may take (thread, binding, the agent's summary) before it is failed
+    handoff_timeout_seconds: float = Field(default=300.0, gt=0)
 
 
 class StorageConfig(_Section):
@@ -168,9 +174,112 @@ class TelegramConfig(_Section):
         return self
 
 
+class SlackConfig(_Section):
+    """``platforms.slack``. On when ``enabled: true``, or when ``enabled`` is not set and a
+    bot token is configured (``SLACK_BOT_TOKEN``). Who may chat: ``SLACK_ALLOWED_USERS``
+    (member ids like U012AB3CD), as for every platform."""
+
+    enabled: bool | None = None
+    bot_token: SecretStr | None = None  # SLACK_BOT_TOKEN (xoxb-...)
+    app_token: SecretStr | None = None  # SLACK_APP_TOKEN (xapp-...), Socket Mode
+    signing_secret: SecretStr | None = None  # SLACK_SIGNING_SECRET, HTTP mode
+    # socket: Socket Mode (no public URL needed); http: Slack posts events to events_path
+    # on the daemon's own HTTP server (platforms.api_server.host/port), usually via a TLS proxy.
+    mode: Literal["socket", "http"] = "socket"
+    api_base_url: str = "https://slack.com/api/"
+    events_path: str = "/slack/events"
+    # channel ids where every message is answered, not only mentions
+    free_response_channels: list[str] = Field(default_factory=list)
+    ping_interval: float = Field(default=10.0, gt=0)
+    rate_limit_retries: int = Field(default=5, ge=0)
+    thinking_placeholder: bool = True
+    # seconds before the placeholder is posted; quicker answers never get one
+    thinking_delay: float = Field(default=1.0, ge=0)
+
+    _split = field_validator("free_response_channels", mode="before")(_id_list)
+
+    @property
+    def active(self) -> bool:
+        return self.enabled if self.enabled is not None else self.bot_token is not None
+
+    @model_validator(mode="after")
+    def _usable(self) -> Self:
+        if not self.active:
+            return self
+        token = self.bot_token.get_secret_value().strip() if self.bot_token else ""
+        if not token.startswith("xoxb-"):
+            raise ValueError(
+                "Slack is enabled but SLACK_BOT_TOKEN is missing or is not a bot token: set it to the "
+                "xoxb-... 'Bot User OAuth Token' from OAuth & Permissions of your app at api.slack.com/apps "
+                "(or set platforms.slack.enabled to false)"
+            )
+        if self.mode == "socket":
+            app = self.app_token.get_secret_value().strip() if self.app_token else ""
+            if not app.startswith("xapp-"):
+                raise ValueError(
+                    "Slack Socket Mode requires SLACK_APP_TOKEN: an app-level token (xapp-...) with the "
+                    "connections:write scope, from Basic Information > App-Level Tokens at api.slack.com/apps "
+                    "(or set platforms.slack.mode to http)"
+                )
+        else:
+            secret = self.signing_secret.get_secret_value().strip() if self.signing_secret else ""
+            if not secret:
+                raise ValueError(
+                    "Slack HTTP mode requires SLACK_SIGNING_SECRET, so that forged events are refused: copy "
+                    "the 'Signing Secret' from Basic Information > App Credentials of your app at "
+                    "api.slack.com/apps into the .env file as SLACK_SIGNING_SECRET=<value>"
+                )
+            if not self.events_path.startswith("/"):
+                raise ValueError("platforms.slack.events_path must start with '/'")
+        return self
+
+
+class DiscordConfig(_Section):
+    """``platforms.discord``. On when ``enabled: true``, or when ``enabled`` is not set
+    and a bot token is configured (``DISCORD_BOT_TOKEN``)."""
+
+    enabled: bool | None = None
+    token: SecretStr | None = None  # DISCORD_BOT_TOKEN
+    # REST root and gateway websocket: a proxy, or a local emulator in tests.
+    base_url: str = "https://discord.com/api/v10"
+    gateway_url: str = "wss://gateway.discord.gg/"
+    require_mention: bool = True
+    free_response_channels: list[str] = Field(default_factory=list)
+    auto_thread: bool = False
+    guild_ready_timeout: float = Field(default=2.0, ge=0)
+    heartbeat_timeout: float = Field(default=60.0, gt=0)
+    identify_delay: float = Field(default=5.0, ge=0)
+    catchup_limit: int = Field(default=100, ge=0, le=1000)
+
+    _split = field_validator("free_response_channels", mode="before")(_id_list)
+
+    @property
+    def active(self) -> bool:
+        return self.enabled if self.enabled is not None else self.token is not None
+
+    @model_validator(mode="after")
+    def _usable(self) -> Self:
+        if not self.active:
+            return self
+        token = self.token.get_secret_value().strip() if self.token else ""
+        if not token or any(c.isspace() for c in token):
+            raise ValueError(
+                "Discord is enabled but DISCORD_BOT_TOKEN is missing or malformed: set it to the bot token from "
+                "the Discord Developer Portal (your application -> Bot -> Reset Token), or set "
+                "platforms.discord.enabled to false"
+            )
+        if not self.base_url.startswith(("https://", "http://")):
+            raise ValueError("platforms.discord.base_url must be an http(s):// URL")
+        if not self.gateway_url.startswith(("wss://", "ws://")):
+            raise ValueError("platforms.discord.gateway_url must be a ws(s):// URL")
+        return self
+
+
 class PlatformsConfig(_Section):
     api_server: ApiServerConfig = Field(default_factory=ApiServerConfig)
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)
 
 
 class GatewayConfig(_Section):
@@ -190,6 +299,25 @@ class LoggingConfig(_Section):
     format: Literal["auto", "json", "pretty"] = "auto"
 
 
+class ToolsetsConfig(_Section):
+    # None = every toolset; names listed in disabled are removed either way
+    enabled: list[str] | None = None
+    disabled: list[str] = Field(default_factory=list)
+
+
+class AgentConfig(_Section):
+    max_iterations: int = Field(default=20, ge=1, le=200)
+    compression_threshold: float = Field(default=0.5, gt=0, le=1)
+    tail_tokens: int = Field(default=20_000, ge=0)
+    # 0 turns a nudge off
+    memory_nudge_interval: int = Field(default=10, ge=0)
+    skill_nudge_interval: int = Field(default=10, ge=0)
+    review_max_iterations: int = Field(default=8, ge=1, le=50)
+    auto_title: bool = True
+    # platform name (telegram, api-server, slack, ...) -> toolsets it may use
+    toolsets: dict[str, ToolsetsConfig] = Field(default_factory=dict)
+
+
 class Settings(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
@@ -199,6 +327,7 @@ class Settings(_Section):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    agent: AgentConfig = Field(default_factory=AgentConfig)
 
 
 @dataclass(frozen=True)
@@ -277,6 +406,19 @@ _ENV_OVERRIDES: dict[str, tuple[str, ...]] = {
     "TELEGRAM_BASE_URL": ("platforms", "telegram", "base_url"),
     "TELEGRAM_BASE_FILE_URL": ("platforms", "telegram", "base_file_url"),
     "TELEGRAM_REQUIRE_MENTION": ("platforms", "telegram", "require_mention"),
+    "SLACK_BOT_TOKEN": ("platforms", "slack", "bot_token"),
+    "SLACK_APP_TOKEN": ("platforms", "slack", "app_token"),
+    "SLACK_SIGNING_SECRET": ("platforms", "slack", "signing_secret"),
+    "SLACK_ENABLED": ("platforms", "slack", "enabled"),
+    "SLACK_MODE": ("platforms", "slack", "mode"),
+    "SLACK_API_BASE_URL": ("platforms", "slack", "api_base_url"),
+    "DISCORD_BOT_TOKEN": ("platforms", "discord", "token"),
+    "DISCORD_ENABLED": ("platforms", "discord", "enabled"),
+    "DISCORD_BASE_URL": ("platforms", "discord", "base_url"),
+    "DISCORD_GATEWAY_URL": ("platforms", "discord", "gateway_url"),
+    "DISCORD_REQUIRE_MENTION": ("platforms", "discord", "require_mention"),
+    "DISCORD_FREE_RESPONSE_CHANNELS": ("platforms", "discord", "free_response_channels"),
+    "DISCORD_AUTO_THREAD": ("platforms", "discord", "auto_thread"),
     "HERMES_LOG_LEVEL": ("logging", "level"),
     "HERMES_LOG_FORMAT": ("logging", "format"),
 }

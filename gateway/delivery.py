@@ -11,11 +11,15 @@ import sqlite3
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import structlog
 
 from adapters.base import Adapter, OutboundMessage, SendKind
 from storage import StateStore
+
+if TYPE_CHECKING:
+    from .metrics import GatewayMetrics
 
 log = structlog.get_logger("hermes.delivery")
 
@@ -34,6 +38,9 @@ class PendingReply:
 
 
 class Delivery:
+    #: set by the runner; None in tests that build a bare Delivery
+    metrics: GatewayMetrics | None = None
+
     def __init__(self, store: StateStore, adapters: Mapping[str, Adapter]) -> None:
         self._store = store
         self._adapters = adapters
@@ -67,7 +74,11 @@ class Delivery:
                 await adapter.send(
                     OutboundMessage(out.platform, out.chat_id, chunk, out.thread_id, out.reply_to, out.kind)
                 )
+                if self.metrics is not None:
+                    self.metrics.messages_out.labels(out.platform).inc()
         except Exception as exc:
+            if self.metrics is not None:
+                self.metrics.send_failures.labels(out.platform).inc()
             error = f"{type(exc).__name__}: {exc}"[:300]
             log.error("delivery.send_failed", platform=out.platform, chat_id=out.chat_id, error=error)
             return error
@@ -116,6 +127,8 @@ class Delivery:
             )
             await self._mark(item.id, "recovered" if error is None else "failed", error)
             sent += error is None
+            if self.metrics is not None:
+                self.metrics.deliveries_retried.labels(platform).inc()
         if pending:
             log.info("delivery.recovered", platform=platform, replies=sent, claimed=len(pending))
         return sent

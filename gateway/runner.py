@@ -22,21 +22,33 @@ from aiohttp import web
 
 from adapters.api_server import ApiServerAdapter
 from adapters.base import Adapter, FatalAdapterError
+from adapters.cli import CliAdapter
+from adapters.discord import DiscordAdapter, DiscordSettings
+from adapters.slack import SlackAdapter, SlackSettings
 from adapters.telegram import TelegramAdapter, TelegramSettings
-from core.agent import Agent, MinimalAgent, TurnRequest
+from core import AgentRuntime, AgentSettings
+from core.agent import Agent, TurnRequest
 from core.llm import ModelClient, ModelSettings
+from core.tools import ToolsetPolicy
 from storage import AutoPruneSettings, StateStore, WriterSettings
 
+from ._sdnotify import SdNotifier
 from .auth import Authorizer
 from .builtin_commands import register_builtin_commands
 from .commands import CommandRegistry
-from .config import ConfigError, LoadedConfig, TelegramConfig
+from .config import ConfigError, DiscordConfig, LoadedConfig, SlackConfig, TelegramConfig
+from .control import ControlServer
 from .dedupe import Dedupe
 from .delivery import Delivery
+from .handoff import HandoffRunner
+from .health import StatePublisher, add_health_routes
+from .home_channels import HomeChannels
 from .lanes import Lanes
 from .logs import register_secrets
+from .metrics import GatewayMetrics
 from .router import AgentMaker, MemoryFlush, Router
 from .services import Services
+from .session_commands import register_chat_commands
 from .session_index import SessionIndex
 from .session_key import SessionKeySettings
 
@@ -99,11 +111,95 @@ def telegram_settings(tg: TelegramConfig) -> TelegramSettings:
     )
 
 
-def default_agent_maker(client: ModelClient) -> AgentMaker:
-    def make(services: Services, request: TurnRequest) -> Agent:
-        return MinimalAgent(services.store, client)
+def slack_settings(sl: SlackConfig) -> SlackSettings:
+    """The adapter's settings from ``platforms.slack`` (already validated by the config)."""
+    if sl.bot_token is None:  # pragma: no cover - SlackConfig refuses an active section without one
+        raise ConfigError("platforms.slack is enabled but SLACK_BOT_TOKEN is not set")
+    return SlackSettings(
+        bot_token=sl.bot_token.get_secret_value().strip(),
+        app_token=sl.app_token.get_secret_value().strip() if sl.app_token else None,
+        signing_secret=sl.signing_secret.get_secret_value().strip() if sl.signing_secret else None,
+        mode=sl.mode,
+        api_base_url=sl.api_base_url,
+        events_path=sl.events_path,
+        free_response_channels=frozenset(sl.free_response_channels),
+        ping_interval=sl.ping_interval,
+        rate_limit_retries=sl.rate_limit_retries,
+        thinking_placeholder=sl.thinking_placeholder,
+        thinking_delay=sl.thinking_delay,
+    )
 
-    return make
+
+def agent_settings(config: LoadedConfig) -> AgentSettings:
+    a = config.settings.agent
+    return AgentSettings(
+        max_iterations=a.max_iterations,
+        context_length=config.settings.model.context_length,
+        compression_threshold=a.compression_threshold,
+        tail_tokens=a.tail_tokens,
+        memory_nudge_interval=a.memory_nudge_interval,
+        skill_nudge_interval=a.skill_nudge_interval,
+        review_max_iterations=a.review_max_iterations,
+        auto_title=a.auto_title,
+        toolsets={
+            platform: ToolsetPolicy(frozenset(t.enabled) if t.enabled is not None else None, frozenset(t.disabled))
+            for platform, t in a.toolsets.items()
+        },
+    )
+
+
+class DefaultAgents:
+    """The full agent of ``core``: one runtime per daemon run, a fresh agent per message.
+
+    Also the daemon's compressor (/compress) and its memory flush before a reset.
+    """
+
+    def __init__(self, client: ModelClient) -> None:
+        self._client = client
+        self._runtime: AgentRuntime | None = None
+
+    def runtime(self, services: Services) -> AgentRuntime:
+        if self._runtime is None:
+            self._runtime = AgentRuntime(
+                services.store, self._client, agent_settings(services.config), home=services.config.home,
+                rebind=lambda key, session_id: services.index.rebind(key, session_id),
+            )
+        return self._runtime
+
+    def __call__(self, services: Services, request: TurnRequest) -> Agent:
+        return self.runtime(services).agent(request)
+
+    async def memory_flush(self, services: Services, session_id: str) -> None:
+        await self.runtime(services).memory_flush(session_id)
+
+    async def compress(self, services: Services, session_key: str, session_id: str) -> str:
+        return (await self.runtime(services).compress(session_key, session_id)).reply
+
+    async def aclose(self) -> None:
+        if self._runtime is not None:
+            await self._runtime.aclose()
+
+
+def discord_settings(dc: DiscordConfig) -> DiscordSettings:
+    """The adapter's settings from ``platforms.discord`` (already validated by the config)."""
+    if dc.token is None:  # pragma: no cover - DiscordConfig refuses an active section without one
+        raise ConfigError("platforms.discord is enabled but DISCORD_BOT_TOKEN is not set")
+    return DiscordSettings(
+        token=dc.token.get_secret_value().strip(),
+        base_url=dc.base_url,
+        gateway_url=dc.gateway_url,
+        require_mention=dc.require_mention,
+        free_response_channels=frozenset(dc.free_response_channels),
+        auto_thread=dc.auto_thread,
+        guild_ready_timeout=dc.guild_ready_timeout,
+        heartbeat_timeout=dc.heartbeat_timeout,
+        identify_delay=dc.identify_delay,
+        catchup_limit=dc.catchup_limit,
+    )
+
+
+def default_agent_maker(client: ModelClient) -> AgentMaker:
+    return DefaultAgents(client)
 
 
 @dataclass
@@ -122,6 +218,8 @@ class Gateway:
     #: given one turn on a session that a reset policy is about to end, to
     #: save what is worth keeping (the agent's memory tools plug in here)
     memory_flush: MemoryFlush | None = None
+    #: ``hermes-gateway chat --standalone``: only the terminal chat, no HTTP server
+    standalone: bool = False
 
     def __post_init__(self) -> None:
         self._stop = asyncio.Event()
@@ -129,14 +227,22 @@ class Gateway:
         self.services: Services | None = None
         self.router: Router | None = None
         self.http_port: int | None = None
+        self.metrics = GatewayMetrics()
+        self.notifier = SdNotifier()
 
     def request_stop(self) -> None:
         self._stop.set()
 
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
     # ------------------------------------------------------------------ set-up
 
     def _build_adapters(self) -> dict[str, Adapter]:
-        adapters: dict[str, Adapter] = {}
+        adapters: dict[str, Adapter] = {"cli": CliAdapter()}  # the terminal chat, always on
+        if self.standalone:
+            return adapters
         api = self.config.settings.platforms.api_server
         if api.enabled:
             key = api.key.get_secret_value() if api.key else None
@@ -151,6 +257,12 @@ class Gateway:
         telegram = self.config.settings.platforms.telegram
         if telegram.active:
             adapters["telegram"] = TelegramAdapter(telegram_settings(telegram))
+        slack = self.config.settings.platforms.slack
+        if slack.active:
+            adapters["slack"] = SlackAdapter(slack_settings(slack))
+        discord = self.config.settings.platforms.discord
+        if discord.active:
+            adapters["discord"] = DiscordAdapter(discord_settings(discord))
         adapters.update(self.extra_adapters)
         return adapters
 
@@ -163,12 +275,16 @@ class Gateway:
             tg.token.get_secret_value() if tg.token else None,
             tg.webhook_secret.get_secret_value() if tg.webhook_secret else None,
         ]
+        sl = s.platforms.slack
+        values += [v.get_secret_value() for v in (sl.bot_token, sl.app_token, sl.signing_secret) if v]
+        dc = s.platforms.discord
+        values += [dc.token.get_secret_value()] if dc.token else []
         values += [v for k, v in self.config.env.items() if k.endswith(("_TOKEN", "_KEY", "_SECRET"))]
         return values
 
     async def _start_http(self, adapters: dict[str, Adapter]) -> web.AppRunner:
         app = web.Application(client_max_size=2 * 1024 * 1024)
-        app.router.add_get("/healthz", self._healthz)
+        add_health_routes(app, self)
         for adapter in adapters.values():
             add_routes = getattr(adapter, "add_routes", None)
             if add_routes is not None:
@@ -191,28 +307,24 @@ class Gateway:
         log.info("http.listening", host=api.host, port=self.http_port)
         return runner
 
-    async def _healthz(self, request: web.Request) -> web.Response:
-        states = {name: st.state for name, st in self.adapter_states.items()}
-        degraded = any(s != "connected" for s in states.values())
-        status = "stopping" if self._stop.is_set() else ("degraded" if degraded else "ok")
-        body: dict[str, object] = {"status": status, "adapters": states}
-        if self.services is not None:
-            w = self.services.store.writer.stats
-            body["storage"] = {"queue_depth": w.queue_depth, "commits": w.commits, "busy_retries": w.busy_retries}
-            body["turns"] = {"running": self.services.lanes.running, "waiting": self.services.lanes.total_waiting}
-        return web.json_response(body, status=200 if status == "ok" else 503)
-
     # ------------------------------------------------------------------- serve
 
     async def run(self) -> None:
         """Serve until asked to stop. Raises ConfigError / StorageLockedError on a bad start."""
         settings = self.config.settings
         register_secrets(self._secrets())
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            # From the first moment (before the first log line, which callers take as "started"):
+            # a stop asked for during start-up becomes a clean drain once it is done.
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                asyncio.get_running_loop().add_signal_handler(sig, self.request_stop)
         log.info("gateway.starting", home=str(self.config.home), sqlite_version=sqlite3.sqlite_version)
         store = StateStore(self.config.db_path, writer_settings=writer_settings(self.config))
         await store.open()
         client: ModelClient | None = None
+        agents: AgentMaker | None = None
         http: web.AppRunner | None = None
+        control: ControlServer | None = None
         try:
             s = settings.sessions
             await store.maybe_auto_prune(
@@ -222,6 +334,7 @@ class Gateway:
             client = ModelClient(model_settings(self.config))
             registry = CommandRegistry()
             register_builtin_commands(registry)
+            register_chat_commands(registry)
             lanes = Lanes(settings.gateway.max_concurrent_turns, settings.gateway.max_queued_per_session)
             services = Services(
                 config=self.config,
@@ -235,28 +348,49 @@ class Gateway:
                 model_name=settings.model.default,
             )
             self.services = services
-            authorizer = Authorizer(self.config, adapters)
+            # The terminal chat is authenticated by its 0600 socket; it has no allowlist to warn about.
+            authorizer = Authorizer(self.config, [p for p in adapters if p != "cli"])
             authorizer.warn_if_closed()
             if not client.settings.configured:
                 log.warning("model.not_configured", hint="set model.base_url and model.default in config.yaml")
+            services.key_settings = SessionKeySettings(
+                group_sessions_per_user=settings.gateway.group_sessions_per_user,
+                thread_sessions_per_user=settings.gateway.thread_sessions_per_user,
+            )
+            agents = self.agent_maker(client)
+            memory_flush = self.memory_flush
+            if isinstance(agents, DefaultAgents):
+                services.compressor = agents
+                memory_flush = memory_flush or agents.memory_flush
             router = Router(
                 services,
                 authorizer,
-                SessionKeySettings(
-                    group_sessions_per_user=settings.gateway.group_sessions_per_user,
-                    thread_sessions_per_user=settings.gateway.thread_sessions_per_user,
-                ),
-                self.agent_maker(client),
-                memory_flush=self.memory_flush,
+                services.key_settings,
+                agents,
+                memory_flush=memory_flush,
             )
             self.router = router
+            services.home_channels = HomeChannels(store)
+            services.handoffs = HandoffRunner(
+                services, router.run_turn_in_lane, timeout=settings.sessions.handoff_timeout_seconds
+            )
+            await services.handoffs.recover()
+            router.metrics = services.delivery.metrics = self.metrics
+            self.metrics.attach(store, lanes, self.adapter_states, adapters)
             for adapter in adapters.values():
                 adapter.bind(router.handle)
-            http = await self._start_http(adapters)
+            if not self.standalone:
+                http = await self._start_http(adapters)
+            control = ControlServer(self.config.home, self)
+            await control.start()
             await self._serve(adapters, services, router)
         finally:
+            if control is not None:
+                await control.stop()
             if http is not None:
                 await http.cleanup()
+            if isinstance(agents, DefaultAgents):
+                await agents.aclose()  # background reviews and titles, before their store closes
             if client is not None:
                 await client.aclose()
             await store.close()
@@ -273,14 +407,21 @@ class Gateway:
                     self.adapter_states[name] = AdapterState(name)
                     tg.start_soon(self._supervise, name, adapter, services, name=f"adapter:{name}")
                 tg.start_soon(self._sweeper, services, name="sweeper")
+                tg.start_soon(self.notifier.watchdog, name="sd-watchdog")
+                if not self.standalone:  # a terminal chat without the daemon publishes nothing
+                    publisher = StatePublisher(self.config.home, self, services.started_at)
+                    tg.start_soon(publisher.run, self.notifier, name="state-publisher")
                 log.info("gateway.ready", adapters=sorted(adapters))
                 await self._stop.wait()
                 log.info("gateway.stopping", running_turns=services.lanes.running,
                          waiting=services.lanes.total_waiting)
+                self.notifier.stopping(f"draining: {services.lanes.running} turns running")
                 router.stop_intake()
                 cut = await services.lanes.drain(self.config.settings.gateway.drain_timeout)
                 if cut:
                     log.warning("gateway.drain_cut", turns=cut)
+                if services.handoffs is not None:
+                    await services.handoffs.aclose()
                 for adapter in adapters.values():
                     with contextlib.suppress(Exception):
                         await adapter.disconnect()

@@ -233,6 +233,19 @@ class TelegramAdapter(Adapter):
     def bot_username(self) -> str | None:
         return self._me.username if self._me else None
 
+    @property
+    def health(self) -> str:
+        """Inbound liveness for /readyz: "degraded" while getUpdates keeps stalling or failing."""
+        if not self.ready.is_set():
+            return "starting"
+        return "degraded" if self._failures else "live"
+
+    @property
+    def health_reason(self) -> str | None:
+        if self.ready.is_set() and self._failures:
+            return f"getUpdates stalled or failed {self._failures} time(s) in a row; polling restarted"
+        return None
+
     def _make_bot(self) -> _Bot:
         s = self.settings
         return _Bot(

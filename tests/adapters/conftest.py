@@ -95,6 +95,8 @@ async def run_telegram_gateway(
         "platforms": {"api_server": {"port": port}, "telegram": telegram_config(fake, **(telegram or {}))},
         "storage": {"synchronous": "NORMAL"},
         "logging": {"format": "json", "level": "warning"},
+        # Background model calls (titles, reviews) would race the scripted replies; tests that want them opt in.
+        "agent": {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0},
     }
     for section, values in (config or {}).items():
         cfg.setdefault(section, {}).update(values)

@@ -11,6 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from .fake_discord import FakeDiscord
+from .fake_slack import FakeSlack
 from .fake_telegram import FakeTelegram
 
 _PROXY_VARS = (
@@ -40,4 +42,18 @@ def _no_proxy_for_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
 async def fake_telegram() -> AsyncIterator[FakeTelegram]:
     """A started ``FakeTelegram`` on a free 127.0.0.1 port, stopped after the test."""
     async with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def fake_slack() -> AsyncIterator[FakeSlack]:
+    """A started ``FakeSlack`` (Web API, Socket Mode, Events API) on a free 127.0.0.1 port."""
+    async with FakeSlack() as fake:
+        yield fake
+
+
+@pytest_asyncio.fixture
+async def fake_discord() -> AsyncIterator[FakeDiscord]:
+    """A started ``FakeDiscord`` (REST + gateway websocket) on a free 127.0.0.1 port."""
+    async with FakeDiscord() as fake:
         yield fake

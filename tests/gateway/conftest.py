@@ -62,6 +62,8 @@ async def run_gateway(
         "platforms": {"api_server": {"port": free_port()}},
         "storage": {"synchronous": "NORMAL"},
         "logging": {"format": "json", "level": "warning"},
+        # Background model calls (titles, reviews) would race the scripted replies; tests that want them opt in.
+        "agent": {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0},
     }
     if base_url is None:
         del cfg["model"]

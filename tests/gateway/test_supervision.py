@@ -218,12 +218,13 @@ async def test_healthz_is_degraded_until_every_adapter_is_connected(
 ) -> None:
     slow = ScriptedAdapter("slow")
     async with serve(gateway_home, fake_openai.base_url, {"slow": slow}, env=ALLOW) as d:
-        await until(lambda: d.state("api-server") == "connected" and d.state("testchat") == "connected",
+        await until(lambda: all(d.state(n) == "connected" for n in ("api-server", "testchat", "cli")),
                     what="built-in adapters connected")
         status, body = await d.health()
         assert status == 503
         assert body["status"] == "degraded"
-        assert body["adapters"] == {"api-server": "connected", "testchat": "connected", "slow": "starting"}
+        assert body["adapters"] == {"api-server": "connected", "testchat": "connected", "cli": "connected",
+                                    "slow": "starting"}
 
         slow.script.put_nowait(ConnectionError("refused"))
         await until(lambda: d.state("slow") == "restarting", what="slow restarting")
