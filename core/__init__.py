@@ -8,6 +8,7 @@ from ._settings import AgentSettings
 from .agent import Agent, HermesAgent, MinimalAgent, TurnRequest, TurnResult
 from .compression import estimate_tokens
 from .errors import (
+    CompressionError,
     ModelAuthError,
     ModelContextLengthError,
     ModelError,
@@ -29,6 +30,7 @@ __all__ = [
     "AgentSettings",
     "ChatResult",
     "CompressOutcome",
+    "CompressionError",
     "HermesAgent",
     "MemoryLimitError",
     "MemorySnapshot",

@@ -47,6 +47,8 @@ class LoopResult:
     text: str
     model: str | None = None
     message_ids: list[int] = field(default_factory=list)
+    #: model calls answered so far; the budget counts these, also across a retry of the same turn
+    model_calls: int = 0
     #: model calls that asked for tools
     tool_iterations: int = 0
     used_tools: set[str] = field(default_factory=set)
@@ -66,20 +68,11 @@ def scrub_text(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
-def usage_columns(result: ChatResult) -> dict[str, int]:
-    u = result.usage
-    return {
-        "input_tokens": u.input_tokens,
-        "output_tokens": u.output_tokens,
-        "cache_read_tokens": u.cache_read_tokens,
-        "cache_write_tokens": u.cache_write_tokens,
-        "reasoning_tokens": u.reasoning_tokens,
-        "api_call_count": 1,
-    }
-
-
 def normalize_tool_calls(calls: Sequence[Any]) -> list[dict[str, Any]]:
-    """Tool calls in the exact OpenAI shape, each with an id (a provider that omits one still gets answers)."""
+    """Tool calls in the OpenAI shape, each with an id (a provider that omits one still gets answers).
+
+    Extra keys of a call or its function are kept as the provider sent them.
+    """
     out: list[dict[str, Any]] = []
     for call in calls:
         if not isinstance(call, Mapping):
@@ -91,7 +84,9 @@ def normalize_tool_calls(calls: Sequence[Any]) -> list[dict[str, Any]]:
         if not isinstance(arguments, str):
             arguments = json.dumps(arguments if arguments is not None else {})
         call_id = call.get("id") if isinstance(call.get("id"), str) and call.get("id") else f"call_{uuid.uuid4().hex[:24]}"
-        out.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
+        # Keys we do not know stay (Gemini's thought signatures live there and must be replayed).
+        out.append({**call, "id": call_id, "type": "function",
+                    "function": {**fn, "name": name, "arguments": arguments}})
     return out
 
 
@@ -182,21 +177,26 @@ class ToolLoop:
                 await fut
 
     async def run(self, system: str, conversation: list[dict[str, Any]], result: LoopResult | None = None) -> LoopResult:
-        """Run until an answer or the budget; ``conversation`` grows with every produced message."""
+        """Run until an answer or the budget; ``conversation`` grows with every produced message.
+
+        The budget is spent on ``result``: a run handed the result of an earlier
+        run of the same turn (the retry after compression) only gets what is left.
+        """
         out = result or LoopResult(text="")
         schemas = self._tools.schemas() or None
         model_name = self._model or self._client.settings.model
-        for _ in range(self._max):
+        while out.model_calls < self._max:
             messages: list[dict[str, Any]] = [{"role": "system", "content": system},
                                               *(_wire(m) for m in conversation)]
             if is_anthropic_model(model_name):
                 messages = apply_prompt_caching(messages)
             extra = {"tool_choice": self._tool_choice} if self._tool_choice and schemas else None
             reply = await self._client.chat(messages, tools=schemas, model=self._model, extra=extra)
+            out.model_calls += 1
             out.model = reply.model or out.model
             message = self._assistant_message(reply)
             calls = message.get("tool_calls") or []
-            row = await self.persist(message, usage_columns(reply))
+            row = await self.persist(message, reply.usage.session_columns())
             if row is not None:
                 out.message_ids.append(row)
             if not calls:

@@ -18,7 +18,8 @@ class AgentSettings:
     compression_threshold: float = 0.5
     #: messages at the start of a session that compression never summarises
     head_messages: int = 3
-    #: roughly this many tokens at the end that compression never summarises
+    #: roughly this many tokens at the end that compression never summarises; on a small
+    #: context window less, so that a split leaves the session under half the threshold
     tail_tokens: int = 20_000
     #: a memory review every N user turns; 0 = never
     memory_nudge_interval: int = 10

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from ._loop import LoopResult, ToolLoop, repair_history
-from .errors import ModelContextLengthError, ModelError, ModelNotConfiguredError
+from .errors import CompressionError, ModelContextLengthError, ModelError, ModelNotConfiguredError
 from .learning import NudgeCounters, advance
 from .llm import ModelClient
 from .prompt import PromptContext, build_system_prompt
@@ -85,8 +85,8 @@ class HermesAgent:
         stored = session.get("system_prompt") if session else None
         if stored:
             return str(stored)
-        prompt = self._rt.build_prompt(request.platform, request.chat_type, shared=request.shared_session,
-                                       user_name=request.user_name)
+        prompt = await self._rt.build_prompt(request.platform, request.chat_type, shared=request.shared_session,
+                                             user_name=request.user_name)
         await self._rt.store.update_system_prompt(session_id, prompt)
         return prompt
 
@@ -98,7 +98,7 @@ class HermesAgent:
         try:
             outcome = await self._rt.compress(request.session_key, session_id, platform=request.platform,
                                               chat_type=request.chat_type)
-        except (ModelError, ValueError) as exc:
+        except (ModelError, CompressionError, ValueError) as exc:
             # The turn may still fit; the next message tries again.
             log.warning("agent.compression_failed", error=str(exc))
             return session_id
@@ -132,7 +132,8 @@ class HermesAgent:
         try:
             await self._run_loop(request, session_id, system, conversation, result)
         except ModelContextLengthError:
-            # The provider counts tokens differently from our estimate: compress now and try once more.
+            # The provider counts tokens differently from our estimate: compress now and try once more,
+            # on what is left of this turn's budget (``result`` counts the calls already made).
             outcome = await rt.compress(request.session_key, session_id, platform=request.platform,
                                         chat_type=request.chat_type)
             if outcome.split is None:
@@ -227,16 +228,8 @@ class MinimalAgent:
             message["finish_reason"] = result.finish_reason
         if result.usage.output_tokens:
             message["token_count"] = result.usage.output_tokens
-        usage = {
-            "input_tokens": result.usage.input_tokens,
-            "output_tokens": result.usage.output_tokens,
-            "cache_read_tokens": result.usage.cache_read_tokens,
-            "cache_write_tokens": result.usage.cache_write_tokens,
-            "reasoning_tokens": result.usage.reasoning_tokens,
-            "api_call_count": 1,
-        }
         # The answer and what it cost commit together.
-        row = await self._store.persist_message(request.session_id, message, usage=usage)
+        row = await self._store.persist_message(request.session_id, message, usage=result.usage.session_columns())
         if row is not None:
             ids.append(row)
         text = message.get("content") or ""

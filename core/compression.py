@@ -1,11 +1,17 @@
 """Context compression: summarise the middle of a long session and continue in a new one.
 
 The head (first messages) and a tail of roughly ``tail_tokens`` stay verbatim;
-the middle is summarised by the auxiliary model. The session splits: the old
-one ends with reason ``compression``, the new one points back to it through
-``parent_session_id``, takes the lineage title (``X #2``) and a freshly built
-system prompt, and the chat's key is re-pointed to it. The old transcript is
-left untouched, so nothing said is ever lost.
+the middle is summarised by the auxiliary model. The tail is bounded by the
+compression threshold too, so that on a small context window a split leaves
+the session at no more than half the threshold and the next turns fit.
+
+The session splits in one transaction: the old one ends with reason
+``compression``, the new one points back to it through ``parent_session_id``,
+takes the lineage title (``X #2``) and a freshly built system prompt, and the
+chat's key is re-pointed to it (by an operation the gateway supplies). A
+cancel or a crash therefore leaves either the old session, live and whole, or
+the new one, bound to the chat. The old transcript is left untouched, so
+nothing said is ever lost.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +28,8 @@ import structlog
 from storage import _ops as ops
 from storage import new_session_id
 
-from .llm import ModelClient
+from .errors import CompressionError
+from .llm import ModelClient, Usage
 
 log = structlog.get_logger("hermes.compression")
 
@@ -34,6 +41,13 @@ SUMMARY_INSTRUCTIONS = (
     "discovered (names, numbers, paths, settings), questions resolved, and work still pending. Use short "
     "sections 'Resolved', 'Pending', 'Key facts'. Write in the third person, under 500 words, no preamble."
 )
+
+#: the most the summary may cost (the max_tokens of the summary call), reserved when planning a split
+SUMMARY_MAX_TOKENS = 1200
+
+#: re-points a chat's session key at a session, inside the caller's write transaction:
+#: ``(connection, session_key, session_id)``. The gateway's session index supplies it.
+RebindOp = Callable[[sqlite3.Connection, str, str], None]
 
 # Per message: the role and framing cost a few tokens beyond the text.
 _MESSAGE_OVERHEAD = 4
@@ -58,13 +72,32 @@ class Plan:
     tail: list[dict[str, Any]]
 
 
-def plan_split(history: Sequence[dict[str, Any]], *, head_messages: int, tail_tokens: int) -> Plan:
-    """Head / middle / tail of ``history``; no boundary falls between tool calls and their results."""
+def keep_budget(compression_at: int, system_prompt: str) -> int:
+    """Tokens that the head and tail of a split may keep between them.
+
+    After a split the session (prompt + head + summary + tail) is at most half
+    the compression threshold, so it has room to grow before the next split.
+    """
+    system = estimate_tokens([{"role": "system", "content": system_prompt}])
+    return max(compression_at // 2 - system - SUMMARY_MAX_TOKENS, 0)
+
+
+def plan_split(history: Sequence[dict[str, Any]], *, head_messages: int, tail_tokens: int,
+               keep_tokens: int | None = None) -> Plan:
+    """Head / middle / tail of ``history``; no boundary falls between tool calls and their results.
+
+    The head is always kept (it holds the task). The tail takes roughly
+    ``tail_tokens``, but no more than ``keep_tokens`` less the head, when given;
+    it always holds at least the last message.
+    """
     n = len(history)
     head_end = min(head_messages, n)
     while head_end < n and history[head_end].get("role") == "tool":
         head_end += 1  # a tool result belongs with the call before it
-    tail_start, budget = n, tail_tokens
+    budget = tail_tokens
+    if keep_tokens is not None:
+        budget = max(min(tail_tokens, keep_tokens - estimate_tokens(history[:head_end])), 0)
+    tail_start = n
     while tail_start > head_end:
         cost = estimate_tokens([history[tail_start - 1]])
         if cost > budget and tail_start < n:
@@ -74,6 +107,20 @@ def plan_split(history: Sequence[dict[str, Any]], *, head_messages: int, tail_to
     while head_end < tail_start < n and history[tail_start].get("role") == "tool":
         tail_start -= 1  # the tail takes the call its first results answer, never orphaned results
     return Plan(list(history[:head_end]), list(history[head_end:tail_start]), list(history[tail_start:]))
+
+
+def recent_window(messages: Sequence[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """The latest messages that fit in ``budget`` tokens, not starting with a result cut off from its call."""
+    start, left = len(messages), budget
+    while start > 0:
+        cost = estimate_tokens([messages[start - 1]])
+        if cost > left:
+            break
+        left -= cost
+        start -= 1
+    while start < len(messages) and messages[start].get("role") == "tool":
+        start += 1
+    return list(messages[start:])
 
 
 def transcript_for_summary(messages: Sequence[Mapping[str, Any]], *, per_message: int = 2000) -> str:
@@ -93,19 +140,21 @@ def transcript_for_summary(messages: Sequence[Mapping[str, Any]], *, per_message
     return "\n".join(lines)
 
 
-async def summarise(client: ModelClient, middle: Sequence[Mapping[str, Any]], *, model: str | None) -> str:
+async def summarise(client: ModelClient, middle: Sequence[Mapping[str, Any]], *,
+                    model: str | None) -> tuple[str, Usage]:
+    """The summary of ``middle`` and what the call cost."""
     result = await client.chat(
         [
             {"role": "system", "content": SUMMARY_INSTRUCTIONS},
             {"role": "user", "content": transcript_for_summary(middle)},
         ],
         model=model,
-        max_tokens=1200,
+        max_tokens=SUMMARY_MAX_TOKENS,
     )
     text = (result.content or "").strip()
     if not text:
         raise ValueError("the summary model returned an empty summary")
-    return text
+    return text, result.usage
 
 
 @dataclass(frozen=True)
@@ -123,13 +172,28 @@ def split_session_op(
     summary: str,
     system_prompt: str,
     title: str | None,
-) -> Any:
-    """One transaction: new session (head + summary + tail, new prompt, lineage title), old one ended."""
+    *,
+    usage: Mapping[str, Any] | None = None,
+    rebind: tuple[RebindOp, str] | None = None,
+) -> Callable[[sqlite3.Connection], SplitResult]:
+    """One transaction: new session (head + summary + tail, new prompt, lineage title), old one ended.
+
+    ``usage`` (the summary call) is booked on the old session; ``rebind`` (the
+    operation and the chat's key) moves the chat to the new session in the
+    same transaction, so no crash or cancel can leave it on the ended one.
+    """
 
     def op(conn: sqlite3.Connection) -> SplitResult:
-        row = conn.execute("SELECT source, user_id, model FROM sessions WHERE id = ?", (old_id,)).fetchone()
+        row = conn.execute("SELECT source, user_id, model, ended_at FROM sessions WHERE id = ?",
+                           (old_id,)).fetchone()
         if row is None:
-            raise ValueError(f"session {old_id} vanished before it could be compressed")
+            raise CompressionError(f"Session {old_id} was deleted before it could be compressed.")
+        if row[3] is not None:
+            # Ended meanwhile (/new, a reset, another compression): its chat has moved on already.
+            raise CompressionError(f"Session {old_id} has already ended, so it was not compressed; "
+                                   "send /compress again in the chat's current session.")
+        if usage:
+            ops.record_usage(conn, old_id, **usage)
         new_id = new_session_id("gateway")
         now = time.time()
         ops.create_session(conn, new_id, row[0], model=row[2], user_id=row[1], parent_session_id=old_id,
@@ -144,6 +208,9 @@ def split_session_op(
         if title:
             final_title = ops.next_title_in_lineage(conn, title)
             ops.set_session_title(conn, new_id, final_title)
+        if rebind is not None:
+            rebind_op, session_key = rebind
+            rebind_op(conn, session_key, new_id)
         return SplitResult(old_id, new_id, final_title, len(plan.middle), len(plan.head) + len(plan.tail))
 
     return op

@@ -22,6 +22,17 @@ def _attempts(attempts: int) -> str:
     return "1 attempt" if attempts == 1 else f"{attempts} attempts"
 
 
+def describe_wait(seconds: float) -> str:
+    """``"about 45 seconds"``, ``"about 3 minutes"``, ``"about 2 hours"``: a wait a person can plan around."""
+    if seconds < 90:
+        n, unit = max(round(seconds), 1), "second"
+    elif seconds < 3600:
+        n, unit = round(seconds / 60), "minute"
+    else:
+        n, unit = round(seconds / 3600), "hour"
+    return f"about {n} {unit}{'' if n == 1 else 's'}"
+
+
 class ModelError(GatewayError):
     """The model endpoint could not produce a usable reply."""
 
@@ -64,7 +75,7 @@ class ModelRateLimitError(ModelError):
         self.attempts = attempts
         self.retry_after = retry_after
         self.detail = detail
-        wait = f"wait about {retry_after:.0f}s" if retry_after else "wait a minute"
+        wait = f"wait {describe_wait(retry_after)}" if retry_after else "wait a minute"
         said = f" The provider said: {detail}" if detail else ""
         super().__init__(
             f"The model provider at {endpoint} is rate-limiting requests (HTTP 429, {_attempts(attempts)}). "
@@ -75,14 +86,17 @@ class ModelRateLimitError(ModelError):
 class ModelUnavailableError(ModelError):
     """A 5xx answer or no connection at all, on every attempt."""
 
-    def __init__(self, endpoint: str, attempts: int, *, status: int | None = None, reason: str = "") -> None:
+    def __init__(self, endpoint: str, attempts: int, *, status: int | None = None, reason: str = "",
+                 retry_after: float | None = None) -> None:
         self.endpoint = endpoint
         self.attempts = attempts
         self.status = status
         self.reason = reason
+        self.retry_after = retry_after
         if status is not None:
             what = f"answered with a server error (HTTP {status}"
-            hint = "The provider is having trouble; try again later."
+            when = f"in {describe_wait(retry_after)}" if retry_after and retry_after >= 1 else "later"
+            hint = f"The provider is having trouble; try again {when}."
         else:
             what = f"could not be reached ({reason or 'connection failed'}"
             hint = "Check that the model server is running and that model.base_url is right."
@@ -125,3 +139,7 @@ class ModelContextLengthError(ModelError):
             f"The conversation is too long for the model's context window ({endpoint} said: {detail}). "
             "Start a new session or shorten the conversation, or choose a model with a larger context."
         )
+
+
+class CompressionError(GatewayError):
+    """A session could not be compressed; the message says why and what to do."""

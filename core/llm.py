@@ -3,7 +3,8 @@
 One ``ModelClient`` is shared by every conversation of the daemon; it holds a
 pooled ``httpx.AsyncClient``. Transient failures (429, 408, 500/502/503/504,
 dropped connections, timeouts) are retried with exponential backoff and
-jitter, honouring ``Retry-After``; everything else fails at once with an error
+jitter, honouring ``Retry-After`` up to ``max_retry_after`` (a longer one fails
+the call at once, saying how long to wait); everything else fails at once with an error
 from ``core.errors`` that tells the user what to change. The API key is sent
 only in the ``Authorization`` header: it never appears in a repr, a log line
 or an exception message.
@@ -70,6 +71,8 @@ class ModelSettings:
     max_retries: int = 3
     backoff_base: float = 0.5
     backoff_max: float = 20.0
+    #: the longest Retry-After the client waits out; a longer one fails the call at once
+    max_retry_after: float = 90.0
 
     def __post_init__(self) -> None:
         if not self.timeout > 0 or not self.connect_timeout > 0:
@@ -78,6 +81,8 @@ class ModelSettings:
             raise ValueError("model.max_retries must be 0 or more")
         if self.backoff_base < 0 or self.backoff_max < 0:
             raise ValueError("model.backoff_base and model.backoff_max must be 0 or more")
+        if self.max_retry_after < 0:
+            raise ValueError("model.max_retry_after must be 0 or more")
 
     @property
     def configured(self) -> bool:
@@ -110,6 +115,17 @@ class Usage:
     @property
     def total_tokens(self) -> int:
         return self.input_tokens + self.output_tokens
+
+    def session_columns(self) -> dict[str, int]:
+        """What this one call adds to a session's usage columns in state.db."""
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+            "reasoning_tokens": self.reasoning_tokens,
+            "api_call_count": 1,
+        }
 
     @classmethod
     def from_openai(cls, usage: object) -> Usage:
@@ -238,7 +254,18 @@ class ModelClient:
                 return outcome
             if not outcome.retryable or attempt == attempts:
                 raise outcome.error(attempt) from outcome.cause
-            delay = self._backoff(attempt, outcome.retry_after)
+            delay = retry_delay(self.settings, attempt, outcome.retry_after)
+            if delay is None:
+                # Waiting that long would hold the user's turn hostage; the error says when to try again.
+                log.warning(
+                    "model.retry_after_too_long",
+                    endpoint=self._endpoint,
+                    attempt=attempt,
+                    reason=outcome.reason,
+                    retry_after_s=outcome.retry_after,
+                    max_retry_after_s=self.settings.max_retry_after,
+                )
+                raise outcome.error(attempt) from outcome.cause
             log.warning(
                 "model.retry",
                 endpoint=self._endpoint,
@@ -246,6 +273,7 @@ class ModelClient:
                 attempts=attempts,
                 reason=outcome.reason,
                 delay_s=round(delay, 3),
+                retry_after_s=outcome.retry_after,
             )
             await asyncio.sleep(delay)
         raise AssertionError("unreachable: the last attempt always returns or raises")
@@ -311,7 +339,7 @@ class ModelClient:
             elif status == 408:
                 error = partial(ModelTimeoutError, endpoint, timeout=self.settings.timeout)
             else:
-                error = partial(ModelUnavailableError, endpoint, status=status)
+                error = partial(ModelUnavailableError, endpoint, status=status, retry_after=retry_after)
             return _Failure(True, reason, error, retry_after=retry_after)
         if status >= 500:
             return _Failure(False, reason, lambda n: ModelUnavailableError(endpoint, n, status=status))
@@ -330,17 +358,23 @@ class ModelClient:
             hint = ""
         return _Failure(False, reason, lambda n: ModelResponseError(endpoint, problem, status=status, hint=hint))
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        cap = self.settings.backoff_max
-        if retry_after is not None:
-            return min(retry_after, cap)
-        ceiling = min(cap, self.settings.backoff_base * 2.0 ** min(attempt - 1, 30))
-        # "Equal jitter": at least half the backoff, so clients that failed together spread out.
-        return ceiling / 2 + random.uniform(0, ceiling / 2)
-
     def _scrub(self, text: str) -> str:
         key = self.settings.api_key
         return text.replace(key, "***") if key else text
+
+
+def retry_delay(settings: ModelSettings, attempt: int, retry_after: float | None) -> float | None:
+    """Seconds to wait before attempt ``attempt + 1``; None when the server asks for longer than we wait.
+
+    A Retry-After is honoured as given (waiting less only earns another refusal),
+    up to ``max_retry_after``; without one, exponential backoff with jitter up to
+    ``backoff_max``.
+    """
+    if retry_after is not None:
+        return retry_after if retry_after <= settings.max_retry_after else None
+    ceiling = min(settings.backoff_max, settings.backoff_base * 2.0 ** min(attempt - 1, 30))
+    # "Equal jitter": at least half the backoff, so clients that failed together spread out.
+    return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
 class _BadCompletion(Exception):

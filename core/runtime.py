@@ -7,17 +7,32 @@ session ends, compression, the background reviews and auto-titles.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from storage.errors import SessionNotFoundError
+
 from ._background import BackgroundTasks
 from ._loop import ToolLoop, repair_history
 from ._settings import AgentSettings
-from .compression import SplitResult, estimate_tokens, plan_split, split_session_op, summarise
+from .compression import (
+    RebindOp,
+    SplitResult,
+    estimate_tokens,
+    keep_budget,
+    plan_split,
+    recent_window,
+    split_session_op,
+    summarise,
+)
+from .errors import CompressionError
 from .learning import MEMORY_TOOL, review_prompt
 from .llm import ModelClient
 from .prompt import PromptContext, SkillEntry, build_system_prompt
@@ -38,8 +53,6 @@ FLUSH_PROMPT = (
 )
 FLUSH_MAX_ITERATIONS = 3
 REVIEW_TOOLS = ("memory", "skills_list", "skill_view", "skill_manage")
-
-Rebind = Callable[[str, str], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -81,11 +94,12 @@ class AgentRuntime:
         *,
         home: Path,
         registry: ToolRegistry | None = None,
-        rebind: Rebind | None = None,
+        rebind_op: RebindOp | None = None,
     ) -> None:
         self.store = store
-        #: re-points a chat key at a session (the gateway's session index); None = no chat to follow
-        self.rebind = rebind
+        #: re-points a chat key at a session inside a write transaction (the gateway's session
+        #: index supplies it, so core need not know its table); None = no chat to follow
+        self.rebind_op = rebind_op
         self.client = client
         self.settings = settings or AgentSettings()
         self.home = home
@@ -109,9 +123,10 @@ class AgentRuntime:
         return ToolContext(session_id=session_id, platform=platform, home=self.home, store=self.store,
                            user_id=user_id, session_key=session_key)
 
-    def build_prompt(self, platform: str, chat_type: str, *, shared: bool = False,
-                     user_name: str | None = None) -> str:
-        memory, user, skills = _snapshot_sections(self.home)
+    async def build_prompt(self, platform: str, chat_type: str, *, shared: bool = False,
+                           user_name: str | None = None) -> str:
+        # Reading memory files and walking skills/** (YAML included) is disk work: off the event loop.
+        memory, user, skills = await asyncio.to_thread(_snapshot_sections, self.home)
         ctx = PromptContext(platform, chat_type, shared, user_name, memory=memory, user_profile=user,
                             skills=tuple(skills), tool_names=frozenset(self.tools_for(platform).names))
         return build_system_prompt(ctx)
@@ -129,19 +144,34 @@ class AgentRuntime:
         result = await loop.run(system, messages)
         return result.used_tools
 
-    async def memory_flush(self, session_id: str, *, platform: str | None = None) -> bool:
-        """One chance for the model to save memories from a session about to end or be compressed."""
+    async def memory_flush(self, session_id: str, *, platform: str | None = None,
+                           messages: Sequence[dict[str, Any]] | None = None) -> bool:
+        """One chance for the model to save memories from a session about to end or be compressed.
+
+        The model sees the latest of ``messages`` (default: the whole history)
+        that fit in half the compression threshold: the flush runs exactly when
+        the history may no longer fit, and a request that overflows saves nothing.
+        """
+        if not self.client.settings.configured:
+            return False
         session, history = await self.store.load_conversation(session_id)
-        if session is None or not history or not self.client.settings.configured:
+        if session is None:
             return False
         platform = platform or str(session.get("source") or "unknown")
         tools = self.tools_for(platform).only([MEMORY_TOOL])
         if MEMORY_TOOL not in tools:
             return False
-        system = str(session.get("system_prompt") or self.build_prompt(platform, "dm"))
-        used = await self._side_loop(session_id, platform, system, history, FLUSH_PROMPT, tools,
+        system = str(session.get("system_prompt") or await self.build_prompt(platform, "dm"))
+        fixed = estimate_tokens([{"role": "system", "content": system}, {"role": "user", "content": FLUSH_PROMPT}])
+        source = list(messages) if messages is not None else history
+        window = recent_window(source, self.settings.compression_at // 2 - fixed)
+        if not window:
+            log.info("agent.memory_flush_skipped", session_id=session_id, messages=len(source))
+            return False
+        used = await self._side_loop(session_id, platform, system, window, FLUSH_PROMPT, tools,
                                      FLUSH_MAX_ITERATIONS)
-        log.info("agent.memory_flush", session_id=session_id, saved=MEMORY_TOOL in used)
+        log.info("agent.memory_flush", session_id=session_id, saved=MEMORY_TOOL in used,
+                 shown=len(window), of=len(source))
         return MEMORY_TOOL in used
 
     async def review(self, session_id: str, platform: str, session_key: str, system: str,
@@ -172,25 +202,37 @@ class AgentRuntime:
         session, history = await self.store.load_conversation(session_id)
         if session is None:
             return CompressOutcome("There is no session to compress.")
+        if session.get("ended_at") is not None:
+            return CompressOutcome("This session has already ended; there is nothing to compress.")
         repair_history(history)
-        plan = plan_split(history, head_messages=self.settings.head_messages, tail_tokens=self.settings.tail_tokens)
-        if not plan.middle:
-            return CompressOutcome("This session is still short; there is nothing to compress yet.")
         key_parts = session_key.split(":")
         platform = platform or str(session.get("source") or (key_parts[2] if len(key_parts) > 2 else "unknown"))
         chat_type = chat_type or (key_parts[3] if len(key_parts) > 3 else "dm")
+        old_prompt = str(session.get("system_prompt") or "")
+        # The new prompt is about the size of the old one; what it may keep is planned against it.
+        plan = plan_split(history, head_messages=self.settings.head_messages, tail_tokens=self.settings.tail_tokens,
+                          keep_tokens=keep_budget(self.settings.compression_at, old_prompt))
+        if not plan.middle:
+            return CompressOutcome("This session is still short; there is nothing to compress yet.")
         try:
-            await self.memory_flush(session_id, platform=platform)
+            # What is about to leave the visible context is what the flush must look at.
+            await self.memory_flush(session_id, platform=platform, messages=plan.middle)
         except Exception:  # saving memories is worth a try, never worth losing the compression
             log.exception("agent.memory_flush_failed", session_id=session_id)
-        summary = await summarise(self.client, plan.middle, model=self.aux_model)
-        old_prompt = str(session.get("system_prompt") or "")
+        summary, usage = await summarise(self.client, plan.middle, model=self.aux_model)
         # The prompt is rebuilt now (fresh memory snapshot); who is talking is read off the old one.
         shared = "Several people share this conversation" in old_prompt
-        prompt = self.build_prompt(platform, chat_type, shared=shared)
-        split = await self.store.write(split_session_op(session_id, plan, summary, prompt, session.get("title")))
-        if self.rebind is not None:
-            await self.rebind(session_key, split.new_session_id)
+        prompt = await self.build_prompt(platform, chat_type, shared=shared)
+        rebind = (self.rebind_op, session_key) if self.rebind_op is not None else None
+        op = split_session_op(session_id, plan, summary, prompt, session.get("title"),
+                              usage=usage.session_columns(), rebind=rebind)
+        try:
+            split = await self._commit_split(op)
+        except CompressionError:
+            # The summary was paid for even though the session moved on under us.
+            with contextlib.suppress(SessionNotFoundError):
+                await self.store.record_usage(session_id, **usage.session_columns())
+            raise
         log.info("agent.compressed", old_session_id=session_id, new_session_id=split.new_session_id,
                  summarised=split.summarised, kept=split.kept, title=split.title)
         named = f" as “{split.title}”" if split.title else ""
@@ -199,6 +241,21 @@ class AgentRuntime:
             f"The conversation continues in session {split.new_session_id}{named}.",
             split,
         )
+
+    async def _commit_split(self, op: Callable[[sqlite3.Connection], SplitResult]) -> SplitResult:
+        """Submit the split and wait for its COMMIT, even through a cancel.
+
+        A queued write stands whether or not its caller waits; a /stop that
+        returned before it committed would let the chat's next turn read the
+        old session a moment before the split ends it.
+        """
+        fut = asyncio.ensure_future(self.store.write(op))
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await fut
+            raise
 
     async def aclose(self, grace: float = 5.0) -> None:
         await self.background.aclose(grace)

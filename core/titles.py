@@ -16,7 +16,7 @@ import structlog
 from storage import InvalidTitleError, TitleConflictError, clean_title
 from storage import _ops as ops
 
-from .llm import ModelClient
+from .llm import ModelClient, Usage
 
 if TYPE_CHECKING:
     from storage import StateStore
@@ -42,35 +42,45 @@ def tidy_title(raw: str) -> str | None:
     return " ".join(words[:_MAX_WORDS])
 
 
-async def generate_title(client: ModelClient, user_text: str, reply_text: str, *, model: str | None) -> str | None:
+async def generate_title(
+    client: ModelClient, user_text: str, reply_text: str, *, model: str | None
+) -> tuple[str | None, Usage]:
+    """A title for the exchange (None when the answer is unusable) and what the call cost."""
     excerpt = f"User: {user_text[:1500]}\nAssistant: {reply_text[:1500]}"
     result = await client.chat(
         [{"role": "system", "content": TITLE_INSTRUCTIONS}, {"role": "user", "content": excerpt}],
         model=model,
         max_tokens=30,
     )
-    return tidy_title(result.content or "")
+    return tidy_title(result.content or ""), result.usage
+
+
+def _usable(title: str | None) -> str | None:
+    if title is None:
+        return None
+    try:
+        return clean_title(title) or None
+    except InvalidTitleError:
+        return None
 
 
 async def auto_title(
     store: StateStore, client: ModelClient, session_id: str, user_text: str, reply_text: str, *, model: str | None
 ) -> str | None:
-    """Title ``session_id`` if it still has none; returns the title set, or None."""
-    title = await generate_title(client, user_text, reply_text, model=model)
-    if title is None:
-        return None
-    try:
-        title = clean_title(title)
-    except InvalidTitleError:
-        return None
-    if not title:
-        return None
-    wanted: str = title
+    """Title ``session_id`` if it still has none; returns the title set, or None.
+
+    The call's tokens are booked on the session whether or not its title is used.
+    """
+    raw, usage = await generate_title(client, user_text, reply_text, model=model)
+    wanted = _usable(raw)
 
     def op(conn: sqlite3.Connection) -> str | None:
         # Checked and set in one transaction: a title set by hand meanwhile always wins.
         row = conn.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
-        if row is None or row[0]:
+        if row is None:
+            return None  # deleted meanwhile: nothing left to bill or name
+        ops.record_usage(conn, session_id, **usage.session_columns())
+        if wanted is None or row[0]:
             return None
         try:
             return ops.set_session_title(conn, session_id, wanted)

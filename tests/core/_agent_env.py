@@ -11,6 +11,7 @@ from typing import Any
 from core import AgentRuntime, AgentSettings, TurnRequest
 from core.llm import ModelClient, ModelSettings
 from core.tools import Tool, ToolContext, ToolError, ToolRegistry, builtin_tools
+from gateway.session_index import rebind_in_transaction
 from storage import StateStore
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -30,25 +31,31 @@ def make_runtime(
     home: Path,
     *,
     tools: Iterable[Tool] | None = None,
-    rebinds: list[tuple[str, str]] | None = None,
     **settings: Any,
 ) -> AgentRuntime:
+    """A runtime whose compression re-points chat keys in the gateway's real session index."""
     defaults: dict[str, Any] = {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0}
     defaults.update(settings)
-
-    async def rebind(key: str, session_id: str) -> None:
-        if rebinds is not None:
-            rebinds.append((key, session_id))
-
     registry = ToolRegistry(tools) if tools is not None else None
-    return AgentRuntime(store, client, AgentSettings(**defaults), home=home, registry=registry, rebind=rebind)
+    return AgentRuntime(store, client, AgentSettings(**defaults), home=home, registry=registry,
+                        rebind_op=rebind_in_transaction)
 
 
-async def new_session(store: StateStore, session_id: str = "s1", *, title: str | None = None) -> str:
+async def new_session(store: StateStore, session_id: str = "s1", *, title: str | None = None,
+                      key: str | None = KEY) -> str:
+    """A session, bound to ``key`` in the session index as the gateway would (None: left unbound)."""
     await store.create_session(session_id, "api-server")
     if title:
         await store.set_session_title(session_id, title)
+    if key is not None:
+        await store.write(lambda conn: rebind_in_transaction(conn, key, session_id))
     return session_id
+
+
+def bound_session(db: Path, key: str = KEY) -> str | None:
+    """The session id the index binds ``key`` to, read straight from state.db."""
+    rows = db_rows(db, "SELECT session_id FROM gateway_session_index WHERE session_key = ?", key)
+    return str(rows[0][0]) if rows else None
 
 
 def request(text: str, session_id: str = "s1", *, platform: str = "api-server") -> TurnRequest:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -228,3 +230,61 @@ async def test_no_markers_for_other_models(store: StateStore, fake_openai: FakeO
         await rt.agent(request("x")).run_turn(request("x"))
     assert "cache_control" not in json.dumps(fake_openai.chat_requests[-1].body)
 
+
+
+async def test_unknown_tool_call_keys_are_stored_and_replayed(store: StateStore, db_path: Path,
+                                                              fake_openai: FakeOpenAI, tmp_path: Path) -> None:
+    # Gemini's OpenAI-compatible API signs its reasoning on the call and refuses a replay without it.
+    signature = {"google": {"thought_signature": "c2lnbmVkIHRob3VnaHQ="}}
+    call = {"id": "g1", "type": "function", "extra_content": signature,
+            "function": {"name": "echo", "arguments": json.dumps({"text": "hi"}), "strict": True}}
+    fake_openai.respond(200, {
+        "id": "chatcmpl-g", "object": "chat.completion", "created": 0, "model": "gemini-2.5-flash",
+        "choices": [{"index": 0, "finish_reason": "tool_calls",
+                     "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
+    })
+    fake_openai.reply("done").reply("again")
+    await new_session(store)
+    async with make_client(fake_openai) as client:
+        rt = make_runtime(store, client, tmp_path, tools=[ECHO])
+        await rt.agent(request("sign it")).run_turn(request("sign it"))
+        await rt.agent(request("more")).run_turn(request("more"))  # a fresh agent, history from state.db
+    (stored,) = [m for m in db_messages(db_path, "s1") if m["tool_calls"]]
+    assert stored["tool_calls"] == [call]
+    for sent in fake_openai.chat_requests[1:]:
+        (replayed,) = [m for m in sent.body["messages"] if m.get("tool_calls")]
+        assert replayed["tool_calls"] == [call]
+
+
+async def test_the_prompt_is_read_from_disk_off_the_event_loop(store: StateStore, fake_openai: FakeOpenAI,
+                                                               tmp_path: Path) -> None:
+    # A FIFO as MEMORY.md: reading it blocks until someone writes. The writer below only writes once
+    # the event loop has run other work meanwhile, which it cannot if the read happens on the loop.
+    (tmp_path / "memories").mkdir()
+    fifo = tmp_path / "memories" / "MEMORY.md"
+    os.mkfifo(fifo)
+    loop = asyncio.get_running_loop()
+    loop_ran: list[bool] = []
+
+    def feed() -> None:
+        fd = os.open(fifo, os.O_WRONLY)  # returns once the prompt builder has opened the file
+        try:
+            probe = asyncio.run_coroutine_threadsafe(asyncio.sleep(0), loop)
+            try:
+                probe.result(timeout=30)  # only a deadlock guard: a free loop answers at once
+                loop_ran.append(True)
+            except TimeoutError:
+                loop_ran.append(False)
+            os.write(fd, b"The user's server is called atlas.")
+        finally:
+            os.close(fd)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    await new_session(store)
+    async with make_client(fake_openai) as client:
+        rt = make_runtime(store, client, tmp_path, tools=sample_tools())
+        await rt.agent(request("hi")).run_turn(request("hi"))
+    feeder.join(30)
+    assert loop_ran == [True]
+    assert "server is called atlas" in fake_openai.chat_requests[0].body["messages"][0]["content"]

@@ -119,6 +119,20 @@ async def test_auto_title_once_after_the_first_exchange(store: StateStore, db_pa
     assert db_rows(db_path, "SELECT title FROM sessions") == [("Planning a Trip to Oslo",)]
 
 
+async def test_the_title_call_is_booked_on_the_session(store: StateStore, fake_openai: FakeOpenAI,
+                                                      tmp_path: Path) -> None:
+    await new_session(store)
+    fake_openai.reply("Sure.", usage={"prompt_tokens": 40, "completion_tokens": 2})
+    fake_openai.reply("Oslo in May", usage={"prompt_tokens": 70, "completion_tokens": 3})
+    async with make_client(fake_openai, auxiliary="aux-model") as client:
+        rt = make_runtime(store, client, tmp_path, tools=sample_tools(), auto_title=True)
+        await rt.agent(request("Oslo in May?")).run_turn(request("Oslo in May?"))
+        await rt.background.join(30)
+    s = await store.get_session("s1")
+    assert s is not None and s["title"] == "Oslo in May"
+    assert (s["api_call_count"], s["input_tokens"], s["output_tokens"]) == (2, 110, 5)
+
+
 async def test_auto_title_collision_gets_a_lineage_number(store: StateStore, db_path: Path,
                                                           fake_openai: FakeOpenAI, tmp_path: Path) -> None:
     await new_session(store, "older", title="Oslo Trip")

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+from structlog.testing import capture_logs
 
 from core import (
     ChatResult,
@@ -27,6 +28,7 @@ from core import (
     ModelUnavailableError,
     Usage,
 )
+from core.llm import retry_delay
 from storage.errors import GatewayError
 from tests.fakes import FakeOpenAI
 
@@ -199,16 +201,55 @@ async def test_429_with_retry_after_then_success(fake_openai: FakeOpenAI, make_c
     assert len(fake_openai.chat_requests) == 2
 
 
-async def test_retry_after_http_date_and_cap(fake_openai: FakeOpenAI, make_client: MakeClient) -> None:
+async def test_retry_after_http_date_and_ms(fake_openai: FakeOpenAI, make_client: MakeClient) -> None:
     past = format_datetime(datetime.now(UTC) - timedelta(seconds=30), usegmt=True)
     fake_openai.fail(429, headers={"Retry-After": past})
-    # An hour-long Retry-After is capped by backoff_max; the guard only catches a hang.
-    fake_openai.fail(503, headers={"Retry-After": "3600"})
     fake_openai.fail(429, headers={"retry-after-ms": "1"})
     fake_openai.reply("done")
     result = await asyncio.wait_for(make_client().chat(HELLO), timeout=60)
     assert result.content == "done"
-    assert len(fake_openai.chat_requests) == 4
+    assert len(fake_openai.chat_requests) == 3
+
+
+def test_retry_delay_honours_retry_after_past_backoff_max() -> None:
+    settings = ModelSettings(backoff_base=0.5, backoff_max=20.0, max_retry_after=90.0)
+    assert retry_delay(settings, 1, 45.0) == 45.0  # longer than backoff_max, still what the server asked
+    assert retry_delay(settings, 3, 90.0) == 90.0
+    assert retry_delay(settings, 1, 0.0) == 0.0
+    assert retry_delay(settings, 1, 90.5) is None  # longer than we wait: give up now
+    for attempt in (1, 2, 3, 10):
+        delay = retry_delay(settings, attempt, None)
+        ceiling = min(20.0, 0.5 * 2 ** (attempt - 1))
+        assert delay is not None and ceiling / 2 <= delay <= ceiling
+
+
+async def test_retry_after_longer_than_backoff_max_is_waited_out(fake_openai: FakeOpenAI,
+                                                                 make_client: MakeClient) -> None:
+    fake_openai.fail(429, headers={"retry-after-ms": "250"}).reply("after the wait")
+    with capture_logs() as logs:
+        result = await make_client(backoff_max=0.01).chat(HELLO)
+    assert result.content == "after the wait"
+    (retry,) = [e for e in logs if e["event"] == "model.retry"]
+    assert retry["delay_s"] == 0.25 and retry["retry_after_s"] == 0.25
+
+
+async def test_retry_after_past_the_bound_gives_up_at_once(fake_openai: FakeOpenAI, make_client: MakeClient) -> None:
+    fake_openai.fail(429, {"error": {"message": "Daily quota used up"}}, {"Retry-After": "3600"})
+    fake_openai.reply("never sent")
+    with pytest.raises(ModelRateLimitError) as caught:
+        await make_client(max_retry_after=60).chat(HELLO)
+    assert len(fake_openai.chat_requests) == 1
+    assert caught.value.attempts == 1 and caught.value.retry_after == 3600
+    assert "Wait about 1 hour and try again" in str(caught.value)
+
+
+async def test_server_error_asking_for_a_long_wait_gives_up_at_once(fake_openai: FakeOpenAI,
+                                                                    make_client: MakeClient) -> None:
+    fake_openai.fail(503, headers={"Retry-After": "600"})
+    with pytest.raises(ModelUnavailableError) as caught:
+        await make_client().chat(HELLO)
+    assert len(fake_openai.chat_requests) == 1
+    assert "try again in about 10 minutes" in str(caught.value)
 
 
 async def test_429_every_time_is_rate_limit_error(fake_openai: FakeOpenAI, make_client: MakeClient) -> None:
@@ -402,6 +443,8 @@ def test_settings_validate_and_hide_credentials() -> None:
         ModelSettings(timeout=0)
     with pytest.raises(ValueError):
         ModelSettings(max_retries=-1)
+    with pytest.raises(ValueError):
+        ModelSettings(max_retry_after=-1)
 
 
 async def test_custom_transport(fake_openai: FakeOpenAI) -> None:
