@@ -252,11 +252,11 @@ class GatewayProcess:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the gateway exited with {self.proc.returncode}:\n{self.log_tail()}")
             with contextlib.suppress(OSError, ValueError):
-                status, _ = await http_get(self.port, "/healthz")
+                status, _ = await http_get(self.port, "/readyz")  # ready to take requests
                 if status == 200:
                     return time.perf_counter() - started
             await asyncio.sleep(0.05)
-        raise RuntimeError(f"the gateway was not healthy within {timeout:g} s:\n{self.log_tail()}")
+        raise RuntimeError(f"the gateway was not ready within {timeout:g} s:\n{self.log_tail()}")
 
     def sample(self) -> ProcSample:
         return sample_proc(self.pid)

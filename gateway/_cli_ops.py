@@ -17,13 +17,22 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
+from urllib.parse import quote
 
 import typer
 
 from storage import check_sqlite_features
 from storage.errors import GatewayError
 
-from ._cli_service import UNIT_NAME, _Systemd, _unit_dir, linger_advice
+from ._cli_service import (
+    SYSTEM_UNIT_DIR,
+    UNIT_NAME,
+    _Systemd,
+    _unit_dir,
+    linger_advice,
+    required_stop_timeout,
+)
+from ._systemd_unit import STOP_MARGIN, installed_stop_timeout
 from .config import ConfigError, LoadedConfig, default_home, load_config
 from .health import STATE_FILE, read_state_file
 
@@ -203,7 +212,8 @@ def _check_db(db: Path) -> list[Check]:
         return [Check("state.db", "skip", f"{db} does not exist yet (the daemon creates it)")]
     checks: list[Check] = []
     try:
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        # Quoted: a path with "?", "#" or "%" would otherwise change the URI's meaning.
+        conn = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=5)
         try:
             rows = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
         finally:
@@ -250,11 +260,38 @@ def _check_linger(systemd: _Systemd) -> Check:
     return Check("linger", "warn", advice.split(": ")[0], f"sudo loginctl enable-linger {user}")
 
 
+def _check_stop_timeout(config: LoadedConfig, unit: Path, system: bool) -> Check | None:
+    """TimeoutStopSec is written at install time: a later, longer drain needs the unit rewritten."""
+    if not unit.exists():
+        return None
+    name = f"{'system' if system else 'user'} unit TimeoutStopSec"
+    reinstall = f"{'sudo ' if system else ''}hermes-gateway service install {'--system' if system else '--user'} " \
+                f"--home {config.home}"
+    try:
+        have = installed_stop_timeout(unit.read_text())
+    except OSError as exc:
+        return Check(name, "warn", f"cannot read {unit}: {exc.strerror or exc}")
+    g = config.settings.gateway
+    need = required_stop_timeout(g)
+    if have is None:
+        return Check(name, "warn", f"cannot read the TimeoutStopSec of {unit}", f"re-run: {reinstall}")
+    if have < need:
+        return Check(name, "warn",
+                     f"{unit} lets a stop take {have:g} s, but gateway.drain_timeout ({g.drain_timeout:g} s) + "
+                     f"gateway.disconnect_timeout ({g.disconnect_timeout:g} s) + {STOP_MARGIN:g} s need {need} s: "
+                     "systemd would kill the daemon before state.db is checkpointed",
+                     f"re-run: {reinstall}")
+    return Check(name, "ok", f"{have:g} s >= the {need} s this configuration needs")
+
+
 def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
     config_check, config = _check_config(home)
     checks = [config_check]
     if config is not None:
         checks += _check_tokens(config)
+        for unit, system in ((_unit_dir(False, None) / UNIT_NAME, False), (SYSTEM_UNIT_DIR / UNIT_NAME, True)):
+            if (found := _check_stop_timeout(config, unit, system)) is not None:
+                checks.append(found)
     checks.append(_check_sqlite())
     checks += _check_db(home / "state.db")
     checks.append(_check_mode(home / ".env", ".env file"))
@@ -270,7 +307,7 @@ def doctor(
     home: HomeOption = None,
     loginctl: Annotated[str, typer.Option("--loginctl", hidden=True)] = "loginctl",
 ) -> None:
-    """Check config, tokens, SQLite, state.db and permissions; print fixes (exit 1 when a check fails)."""
+    """Check config, tokens, SQLite, state.db, permissions and the installed unit; print fixes (exit 1 on a failure)."""
     home = (home or default_home()).expanduser()
     typer.echo(f"hermes-gateway doctor — {home}")
     checks = run_checks(home, loginctl)

@@ -6,13 +6,18 @@ unit reads through ``EnvironmentFile=`` and which the installer makes 0600.
 When systemd runs (``/run/systemd/system`` exists and ``systemctl`` answers)
 the installer reloads it and enables the service; otherwise it prints the
 commands. For a user unit it checks lingering, without which the service
-stops at logout, and prints the exact fix.
+stops at logout, and prints the exact fix. A system unit (run with sudo) runs
+as ``--run-as``, else as the person who ran sudo (``$SUDO_USER``), never as
+root by accident; its default home is that account's ``~/.hermes``, and a
+home the installer creates belongs to that account. The unit's text and its
+quoting rules live in ``_systemd_unit``.
 """
 
 from __future__ import annotations
 
 import getpass
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -22,87 +27,27 @@ from typing import Annotated
 
 import typer
 
-from .config import ConfigError, default_home, load_config
+from ._systemd_unit import UnitOptions, UnitPathError, exec_start_line, render_unit, stop_timeout
+from .config import ConfigError, GatewayConfig, load_config
 
-__all__ = ["UNIT_NAME", "UnitOptions", "render_unit", "service_app"]
+__all__ = ["SYSTEM_UNIT_DIR", "UNIT_NAME", "UnitOptions", "render_unit", "required_stop_timeout", "service_app"]
 
 UNIT_NAME = "hermes-gateway.service"
 SYSTEM_UNIT_DIR = Path("/etc/systemd/system")
-#: beyond gateway.drain_timeout: adapters disconnecting (5 s each at most), the writer draining, TRUNCATE
-STOP_MARGIN = 25.0
-WATCHDOG_SEC = 30
 
 service_app = typer.Typer(help="Run hermes-gateway as a systemd service.", no_args_is_help=True)
 
 
-@dataclass(frozen=True)
-class UnitOptions:
-    home: Path
-    exec_start: str
-    system: bool = False
-    user: str | None = None  # for a system unit: the account it runs as
-    drain_timeout: float = 20.0
-
-
-def _quote(arg: str) -> str:
-    # systemd splits ExecStart= like a shell; quote anything with spaces, escape % (a specifier).
-    arg = arg.replace("%", "%%")
-    return f'"{arg}"' if any(c.isspace() for c in arg) or '"' in arg else arg
-
-
-def _under_tmp(path: Path) -> bool:
-    return any(path == Path(t) or Path(t) in path.parents for t in ("/tmp", "/var/tmp"))
-
-
-def render_unit(opts: UnitOptions) -> str:
-    home = str(opts.home)
-    stop = max(45, int(opts.drain_timeout + STOP_MARGIN))
-    lines = [
-        "# Written by `hermes-gateway service install`. Secrets live in the EnvironmentFile, never here.",
-        "[Unit]",
-        "Description=hermes-gateway: chat with your AI agent over Telegram, Discord, Slack and HTTP",
-        "After=network-online.target",
-        "Wants=network-online.target",
-        "StartLimitIntervalSec=300",
-        "StartLimitBurst=10",
-        "",
-        "[Service]",
-        "Type=notify",
-        "NotifyAccess=main",
-        f"Environment=HERMES_HOME={_quote(home)}",
-        f"EnvironmentFile=-{home}/.env",
-        f"WorkingDirectory={home}",
-        f"ExecStart={opts.exec_start}",
-        # READY=1 comes once adapters are up, after 30 s at the latest (then /readyz tells the rest).
-        "TimeoutStartSec=90",
-        f"WatchdogSec={WATCHDOG_SEC}",
-        "Restart=on-failure",
-        "RestartSec=5",
-        "# Configuration errors and a second daemon on the same home exit 78: restarting cannot help.",
-        "RestartPreventExitStatus=78",
-        f"# Longer than gateway.drain_timeout ({opts.drain_timeout:g} s), so running turns finish.",
-        f"TimeoutStopSec={stop}",
-        "KillMode=mixed",
-        "NoNewPrivileges=true",
-        "ProtectSystem=strict",
-        "# The home is re-opened for writing; the rest of /home (and /root) stays read-only.",
-        "ProtectHome=read-only",
-        f"ReadWritePaths={home}",
-        # A private /tmp would hide a home that lives in /tmp (as in tests and throwaway set-ups).
-        "PrivateTmp=false" if _under_tmp(opts.home) else "PrivateTmp=true",
-        "UMask=0077",
-    ]
-    if opts.system:
-        lines += [f"User={opts.user}" if opts.user else "DynamicUser=true"]
-    lines += ["", "[Install]", f"WantedBy={'multi-user.target' if opts.system else 'default.target'}", ""]
-    return "\n".join(lines)
+def required_stop_timeout(gateway: GatewayConfig) -> int:
+    """The TimeoutStopSec this configuration needs (doctor compares an installed unit with it)."""
+    return stop_timeout(gateway.drain_timeout, gateway.disconnect_timeout)
 
 
 def _exec_start(home: Path) -> str:
     script = Path(sys.executable).with_name("hermes-gateway")
     found = str(script) if script.exists() else shutil.which("hermes-gateway")
     cmd = [found] if found else [sys.executable, "-m", "gateway.cli"]
-    return " ".join(_quote(c) for c in [*cmd, "run", "--home", str(home)])
+    return exec_start_line([*cmd, "run", "--home", str(home)])
 
 
 def _unit_dir(system: bool, unit_dir: Path | None) -> Path:
@@ -157,19 +102,61 @@ class _Systemd:
 
 
 UserOpt = Annotated[bool, typer.Option("--user/--system", help="A user unit (default) or a system unit.")]
-HomeOpt = Annotated[Path | None, typer.Option("--home", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+HomeOpt = Annotated[Path | None, typer.Option(
+    "--home", help="HERMES_HOME (default: $HERMES_HOME, else ~/.hermes of the account the service runs as)")]
 UnitDirOpt = Annotated[Path | None, typer.Option("--unit-dir", help="Where the unit goes (default: systemd's).")]
 SystemctlOpt = Annotated[str, typer.Option("--systemctl", hidden=True)]
 LoginctlOpt = Annotated[str, typer.Option("--loginctl", hidden=True)]
 RunDirOpt = Annotated[Path, typer.Option("--systemd-run-dir", hidden=True)]
 
 
-def _drain_timeout(home: Path) -> float:
+def _gateway_config(home: Path) -> GatewayConfig:
     try:
-        return float(load_config(home).settings.gateway.drain_timeout)
+        return load_config(home).settings.gateway
     except ConfigError as exc:
         typer.echo(f"hermes-gateway: configuration error: {exc}", err=True)
         raise typer.Exit(78) from None
+
+
+def _account(system: bool, run_as: str | None) -> str:
+    """Who the service runs as: --run-as, else (system unit under sudo) the person who ran sudo, else us."""
+    if run_as:
+        return run_as
+    sudo_user = os.environ.get("SUDO_USER")
+    if system and sudo_user and sudo_user != "root":
+        return sudo_user
+    return getpass.getuser()
+
+
+def _passwd(account: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(account)
+    except KeyError:
+        typer.echo(f"hermes-gateway: there is no account named {account!r} on this machine. "
+                   "Create it first, or name another with --run-as.", err=True)
+        raise typer.Exit(1) from None
+
+
+def _default_home(system: bool, account: str) -> Path:
+    # Under sudo, HOME (and so ~/.hermes) is root's: a system unit's home is its account's.
+    raw = os.environ.get("HERMES_HOME")
+    if raw:
+        return Path(raw).expanduser()
+    if system:
+        return Path(_passwd(account).pw_dir) / ".hermes"
+    return Path.home() / ".hermes"
+
+
+def _make_home(home: Path, owner: pwd.struct_passwd | None) -> None:
+    """Create the home (0700); a home created by root for another account is handed to that account."""
+    existed = home.exists()
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if not existed and owner is not None and os.geteuid() == 0 and owner.pw_uid != 0:
+        os.chown(home, owner.pw_uid, owner.pw_gid)
+        typer.echo(f"Created {home} for {owner.pw_name}.")
+    elif existed and owner is not None and home.stat().st_uid != owner.pw_uid:
+        typer.echo(f"Warning: {home} is not owned by {owner.pw_name}, who the service runs as; it may not be "
+                   f"able to write there. Fix: sudo chown -R {owner.pw_name}: {home}")
 
 
 def _secure_env_file(home: Path) -> None:
@@ -194,7 +181,8 @@ def install(
     user: UserOpt = True,
     home: HomeOpt = None,
     unit_dir: UnitDirOpt = None,
-    run_as: Annotated[str | None, typer.Option("--run-as", help="System unit: the account (default: you).")] = None,
+    run_as: Annotated[str | None, typer.Option(
+        "--run-as", help="System unit: the account it runs as (default: who ran sudo, else you).")] = None,
     start: Annotated[bool, typer.Option("--start/--no-start", help="enable --now after installing")] = True,
     systemctl: SystemctlOpt = "systemctl",
     loginctl: LoginctlOpt = "loginctl",
@@ -202,12 +190,19 @@ def install(
 ) -> None:
     """Write the unit (user unit by default), then reload systemd and enable it."""
     system = not user
-    home = (home or default_home()).expanduser().resolve()
-    drain = _drain_timeout(home)
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    account = _account(system, run_as)
+    owner = _passwd(account) if system else None
+    home = (home or _default_home(system, account)).expanduser().resolve()
+    gateway = _gateway_config(home)
+    try:
+        text = render_unit(UnitOptions(home, _exec_start(home), system=system, user=account if system else None,
+                                       drain_timeout=gateway.drain_timeout,
+                                       disconnect_timeout=gateway.disconnect_timeout))
+    except UnitPathError as exc:
+        typer.echo(f"hermes-gateway: cannot install for this home: {exc}. Choose another --home.", err=True)
+        raise typer.Exit(1) from None
+    _make_home(home, owner)
     target_dir = _unit_dir(system, unit_dir)
-    account = run_as or getpass.getuser()
-    text = render_unit(UnitOptions(home, _exec_start(home), system=system, user=account, drain_timeout=drain))
     try:
         target_dir.mkdir(parents=True, exist_ok=True)
         path = target_dir / UNIT_NAME

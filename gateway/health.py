@@ -1,23 +1,33 @@
 """What the daemon says about itself: /healthz, /readyz, /metrics and gateway.state.json.
 
-- ``/healthz``: the process is alive and its event loop answers (the handler
-  runs on that loop); the body summarises adapters, storage and turns, and the
-  status is 503 while an adapter is not connected or the daemon is stopping.
+- ``/healthz``: liveness only. 200 while the event loop answers (the handler
+  runs on that loop) and the daemon is not stopping, whatever the platforms
+  do: container health checks and orchestrators restart on it, and a restart
+  does not bring back a Telegram outage. The body lists adapter states and
+  counters, nothing sensitive: it is open to anyone who reaches the port.
 - ``/readyz``: storage takes a write, and every enabled adapter is *live* by
   inbound liveness: an adapter that can tell (``adapter.health`` and
   ``adapter.health_reason``, e.g. Telegram's getUpdates watchdog) says so
   itself; otherwise the runner's supervision state decides. Per adapter:
-  ``starting | live | degraded | failed`` with a reason.
+  ``starting | live | degraded | failed`` with a reason. The storage probe
+  is shared by concurrent requests and reused for ``STORAGE_PROBE_TTL``
+  seconds, so a flood of probes cannot load the writer.
 - ``/metrics``: Prometheus text from ``GatewayMetrics``.
+- ``/readyz`` and ``/metrics`` need ``Authorization: Bearer <API_SERVER_KEY>``
+  when the server listens beyond loopback and a key is set.
 - ``gateway.state.json`` in the home, rewritten atomically every few seconds,
-  for ``hermes-gateway status`` when the control socket is not there.
+  for ``hermes-gateway status`` when the control socket is not there; the
+  control socket's ``status`` answers with the same ``status_snapshot``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
+import ipaddress
 import json
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -29,6 +39,7 @@ import structlog
 from aiohttp import web
 
 from ._sdnotify import SdNotifier
+from .config import LoadedConfig
 from .logs import redact
 from .metrics import CONTENT_TYPE, GatewayMetrics
 from .services import Services
@@ -41,6 +52,7 @@ __all__ = [
     "adapter_readiness",
     "add_health_routes",
     "read_state_file",
+    "status_snapshot",
 ]
 
 log = structlog.get_logger("hermes.health")
@@ -48,6 +60,8 @@ log = structlog.get_logger("hermes.health")
 STATE_FILE = "gateway.state.json"
 PUBLISH_INTERVAL = 2.0
 STORAGE_PROBE_TIMEOUT = 5.0
+#: how long /readyz reuses a storage probe's answer
+STORAGE_PROBE_TTL = 2.0
 #: the longest the daemon waits for its adapters before telling systemd it is ready anyway
 READY_WAIT = 30.0
 READY_POLL = 0.05
@@ -62,11 +76,17 @@ class AdapterStateLike(Protocol):
     last_error: str | None
 
 
-class HealthSource(Protocol):
-    """The part of the runner's ``Gateway`` that health reads."""
+class SnapshotSource(Protocol):
+    """What a status snapshot needs (the control socket's view of the ``Gateway`` is no more than this)."""
 
     adapter_states: dict[str, Any]
     services: Services | None
+
+
+class HealthSource(SnapshotSource, Protocol):
+    """The part of the runner's ``Gateway`` that health reads."""
+
+    config: LoadedConfig
     metrics: GatewayMetrics
     http_port: int | None
 
@@ -100,7 +120,7 @@ def adapter_readiness(supervised: AdapterStateLike, adapter: object | None) -> A
     return AdapterReadiness("live")
 
 
-def _adapters_readiness(src: HealthSource) -> dict[str, AdapterReadiness]:
+def _adapters_readiness(src: SnapshotSource) -> dict[str, AdapterReadiness]:
     adapters = src.services.adapters if src.services is not None else {}
     return {name: adapter_readiness(st, adapters.get(name)) for name, st in sorted(src.adapter_states.items())}
 
@@ -118,11 +138,40 @@ async def _storage_readiness(src: HealthSource) -> AdapterReadiness:
     return AdapterReadiness("live")
 
 
+class _StorageProbe:
+    """/readyz's storage check: one write probe at a time, its answer reused for ``STORAGE_PROBE_TTL``."""
+
+    def __init__(self, src: HealthSource) -> None:
+        self._src = src
+        self._task: asyncio.Task[tuple[AdapterReadiness, float]] | None = None
+        self._result: tuple[AdapterReadiness, float] | None = None
+        self._at = -math.inf
+
+    async def result(self) -> tuple[AdapterReadiness, float]:
+        """The storage readiness and when (epoch seconds) it was checked."""
+        loop = asyncio.get_running_loop()
+        if self._result is not None and loop.time() - self._at < STORAGE_PROBE_TTL:
+            return self._result
+        if self._task is None:
+            self._task = asyncio.create_task(self._probe(), name="readyz-storage-probe")
+        # Shielded: a client that hangs up must not cancel the probe others are waiting for.
+        return await asyncio.shield(self._task)
+
+    async def _probe(self) -> tuple[AdapterReadiness, float]:
+        try:
+            result = (await _storage_readiness(self._src), time.time())
+        finally:
+            self._task = None
+        if self._src.services is not None:  # "opening state.db" is free to ask again
+            self._result, self._at = result, asyncio.get_running_loop().time()
+        return result
+
+
 def _healthz_body(src: HealthSource) -> tuple[int, dict[str, object]]:
-    states = {name: st.state for name, st in src.adapter_states.items()}
-    degraded = any(s != "connected" for s in states.values())
-    status = "stopping" if src.stopping else ("degraded" if degraded else "ok")
-    body: dict[str, object] = {"status": status, "adapters": states}
+    # Liveness only: adapter states are listed for people, they never fail the check.
+    status = "stopping" if src.stopping else "ok"
+    body: dict[str, object] = {"status": status,
+                               "adapters": {name: st.state for name, st in sorted(src.adapter_states.items())}}
     if src.services is not None:
         w = src.services.store.writer.stats
         body["storage"] = {"queue_depth": w.queue_depth, "commits": w.commits, "busy_retries": w.busy_retries}
@@ -130,24 +179,61 @@ def _healthz_body(src: HealthSource) -> tuple[int, dict[str, object]]:
     return (200 if status == "ok" else 503), body
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # "" (every interface) or a name that may resolve anywhere
+
+
+def _guard_key(config: LoadedConfig) -> str | None:
+    """The bearer key /readyz and /metrics require: API_SERVER_KEY when the server is reachable from
+    other machines; None (open) on loopback, where only this machine's users reach it."""
+    api = config.settings.platforms.api_server
+    if api.key is None or _is_loopback(api.host):
+        return None
+    return api.key.get_secret_value()
+
+
+def _authorized(request: web.Request, key: str | None) -> bool:
+    if key is None:
+        return True
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), key.encode())
+
+
+def _unauthorized() -> web.Response:
+    return web.json_response({"error": "Missing or wrong bearer key (API_SERVER_KEY)."}, status=401,
+                             headers={"WWW-Authenticate": "Bearer"})
+
+
 def add_health_routes(app: web.Application, src: HealthSource) -> None:
+    key = _guard_key(src.config)
+    probe = _StorageProbe(src)
+
     async def healthz(request: web.Request) -> web.Response:
         code, body = _healthz_body(src)
         return web.json_response(body, status=code)
 
     async def readyz(request: web.Request) -> web.Response:
+        if not _authorized(request, key):
+            return _unauthorized()
         adapters = _adapters_readiness(src)
-        storage = await _storage_readiness(src)
+        storage, checked_at = await probe.result()
         ready = (not src.stopping and storage.state == "live"
                  and all(a.state == "live" for a in adapters.values()))
         body = {
             "status": "stopping" if src.stopping else ("ready" if ready else "not_ready"),
-            "storage": storage.as_dict(),
+            "storage": {**storage.as_dict(), "checked_at": checked_at},
             "adapters": {name: a.as_dict() for name, a in adapters.items()},
         }
         return web.json_response(body, status=200 if ready else 503)
 
     async def metrics(request: web.Request) -> web.Response:
+        if not _authorized(request, key):
+            return _unauthorized()
         return web.Response(body=src.metrics.render(), headers={"Content-Type": CONTENT_TYPE})
 
     app.router.add_get("/healthz", healthz)
@@ -172,33 +258,7 @@ class StatePublisher:
         self.started_at = started_at or time.time()
 
     def snapshot(self, *, running: bool = True) -> dict[str, Any]:
-        src = self._src
-        readiness = _adapters_readiness(src)
-        adapters = {
-            name: {
-                "supervision": st.state,
-                "state": readiness[name].state,
-                "reason": readiness[name].as_dict()["reason"],
-                "restarts": st.restarts,
-                "last_error": redact(st.last_error) if st.last_error else None,
-            }
-            for name, st in sorted(src.adapter_states.items())
-        }
-        body: dict[str, Any] = {
-            "pid": os.getpid(),
-            "running": running,
-            "stopping": src.stopping,
-            "started_at": self.started_at,
-            "updated_at": time.time(),
-            "http_port": src.http_port,
-            "adapters": adapters,
-            "last_error": _last_error(src.adapter_states),
-        }
-        if src.services is not None:
-            w = src.services.store.writer.stats
-            body["turns"] = {"running": src.services.lanes.running, "waiting": src.services.lanes.total_waiting}
-            body["storage"] = {"queue_depth": w.queue_depth, "commits": w.commits, "busy_retries": w.busy_retries}
-        return body
+        return status_snapshot(self._src, running=running, started_at=self.started_at)
 
     def write(self, *, running: bool = True) -> None:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
@@ -253,6 +313,46 @@ class StatePublisher:
                 await asyncio.sleep(READY_POLL if not announced else min(interval, CHANGE_POLL))
         finally:
             self.write(running=False)
+
+
+def status_snapshot(src: SnapshotSource, *, running: bool = True, started_at: float | None = None
+                    ) -> dict[str, Any]:
+    """What ``hermes-gateway status`` shows, from either source: the control socket answers with this,
+    and ``gateway.state.json`` holds it. Adapter ``state``/``reason`` are readiness (as /readyz);
+    ``supervision`` is the runner's own state."""
+    readiness = _adapters_readiness(src)
+    adapters = {
+        name: {
+            "supervision": st.state,
+            "state": readiness[name].state,
+            "reason": readiness[name].as_dict()["reason"],
+            "restarts": st.restarts,
+            "last_error": redact(st.last_error) if st.last_error else None,
+        }
+        for name, st in sorted(src.adapter_states.items())
+    }
+    services = src.services
+    if services is not None:
+        started_at = services.started_at
+    now = time.time()
+    body: dict[str, Any] = {
+        "pid": os.getpid(),
+        "running": running,
+        # The control socket's view of the gateway does not declare these two; the runner's has them.
+        "stopping": bool(getattr(src, "stopping", False)),
+        "http_port": getattr(src, "http_port", None),
+        "started_at": started_at,
+        "uptime_seconds": round(now - started_at, 3) if started_at is not None else None,
+        "updated_at": now,
+        "adapters": adapters,
+        "last_error": _last_error(src.adapter_states),
+    }
+    if services is not None:
+        w = services.store.writer.stats
+        body["turns"] = {"running": services.lanes.running, "waiting": services.lanes.total_waiting}
+        body["storage"] = {"queue_depth": w.queue_depth, "commits": w.commits, "busy_retries": w.busy_retries}
+        body["model"] = services.model_name
+    return body
 
 
 def read_state_file(home: Path) -> dict[str, Any] | None:

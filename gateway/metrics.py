@@ -5,6 +5,9 @@ latency, deliveries re-sent after a restart) and state read at scrape time
 from objects that already keep it (the writer's stats, the lanes, the
 runner's adapter states, the size of the WAL). Reading at scrape time keeps
 the hot paths free of metric bookkeeping and can never drift from the source.
+
+No label carries a session key, chat id or user id: the scrape may leave the
+machine (and /metrics is open on loopback). Lanes are labelled by rank.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from .lanes import Lanes
 __all__ = ["CONTENT_TYPE", "GatewayMetrics"]
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-#: lanes listed one by one in hermes_lane_queue_depth: the deepest ones
+#: lanes listed one by one in hermes_lane_queue_depth, by rank: the deepest ones
 TOP_LANES = 5
 TURN_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 
@@ -36,12 +39,10 @@ class _AdapterStateLike(Protocol):
     restarts: int
 
 
-def _lane_depths(lanes: Lanes) -> list[tuple[str, int]]:
+def _lane_depths(lanes: Lanes) -> list[int]:
+    """The queue depth of every lane with a queue, deepest first (which lane each is stays private)."""
     keys: Iterable[str] = getattr(lanes, "_lanes", {}).keys()
-    depths = [(k, lanes.waiting(k)) for k in list(keys)]
-    depths = [d for d in depths if d[1] > 0]
-    depths.sort(key=lambda d: (-d[1], d[0]))
-    return depths[:TOP_LANES]
+    return sorted((n for n in (lanes.waiting(k) for k in list(keys)) if n > 0), reverse=True)
 
 
 def _size(path: Path) -> int:
@@ -119,11 +120,13 @@ class _Live:
         yield GaugeMetricFamily("hermes_turns_waiting", "Messages queued behind a running turn.",
                                 value=self.lanes.total_waiting)
         depth = GaugeMetricFamily("hermes_lane_queue_depth",
-                                  f"Queued messages of the {TOP_LANES} deepest lanes (session keys).",
-                                  labels=["lane"])
-        for key, n in _lane_depths(self.lanes):
-            depth.add_metric([key], n)
+                                  f"Queued messages of the {TOP_LANES} deepest lanes; rank 1 is the deepest.",
+                                  labels=["rank"])
+        depths = _lane_depths(self.lanes)
+        for rank, n in enumerate(depths[:TOP_LANES], 1):
+            depth.add_metric([str(rank)], n)
         yield depth
+        yield GaugeMetricFamily("hermes_lanes_queued", "Lanes (sessions) with messages queued.", value=len(depths))
 
     def adapter_metrics(self) -> Iterator[Metric]:
         reconnects = CounterMetricFamily("hermes_adapter_reconnects",
@@ -161,6 +164,10 @@ class GatewayMetrics:
     def attach(self, store: StateStore, lanes: Lanes, adapter_states: Mapping[str, _AdapterStateLike],
                adapters: Mapping[str, Any]) -> None:
         self._live = _Live(store, lanes, adapter_states, adapters)
+        # Every platform's series exists from the start at 0, so rate() and absence alerts work at once.
+        for platform in adapters:
+            for counter in (self.messages_in, self.messages_out, self.send_failures, self.deliveries_retried):
+                counter.labels(platform)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -68,7 +68,7 @@ async def wait_healthy(port: int, proc: subprocess.Popen[str], timeout: float = 
             if proc.poll() is not None:
                 raise AssertionError(f"daemon exited early with {proc.returncode}: {proc.stderr.read() if proc.stderr else ''}")
             try:
-                r = await client.get(f"http://127.0.0.1:{port}/healthz")
+                r = await client.get(f"http://127.0.0.1:{port}/readyz")  # /healthz is liveness only
                 if r.status_code == 200:
                     return
             except httpx.TransportError:

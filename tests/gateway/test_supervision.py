@@ -9,6 +9,10 @@ next outcome from a queue), so restarts happen exactly when the test says.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sqlite3
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -16,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from structlog.testing import capture_logs
 
 from adapters.base import (
     Adapter,
@@ -27,7 +32,9 @@ from adapters.base import (
     SendKind,
     SendResult,
 )
+from gateway._shutdown import disconnect_all
 from gateway.config import load_config
+from gateway.health import read_state_file
 from gateway.runner import Gateway
 from gateway.services import Services
 from tests.fakes.openai_server import FakeOpenAI
@@ -36,6 +43,7 @@ from ._chat_adapter import ChatAdapter
 from .conftest import free_port, write_config
 
 TIMEOUT = 15.0
+ROOT = Path(__file__).resolve().parents[2]
 ALLOW = {"TESTCHAT_ALLOWED_USERS": "u1,u2", "FLAKY_ALLOWED_USERS": "f1"}
 
 
@@ -99,6 +107,10 @@ class Daemon:
 
     async def health(self) -> tuple[int, dict[str, Any]]:
         resp = await self.http.get("/healthz")
+        return resp.status_code, resp.json()
+
+    async def ready(self) -> tuple[int, dict[str, Any]]:
+        resp = await self.http.get("/readyz")
         return resp.status_code, resp.json()
 
     async def rows(self, sql: str, *params: object) -> list[tuple[Any, ...]]:
@@ -207,13 +219,17 @@ async def test_fatal_adapter_error_is_not_retried_and_daemon_keeps_serving(
         assert adapter_task_alive("testchat") and adapter_task_alive("api-server")
         assert doomed.attempts == 1 and doomed.script.qsize() == 1
         await chat_round_trip(d, "still here?")
+        # Alive (healthz) but not ready (readyz): a restart would not bring the token back.
         status, body = await d.health()
-        assert status == 503 and body["status"] == "degraded"
+        assert status == 200 and body["status"] == "ok"
         assert body["adapters"]["doomed"] == "failed" and body["adapters"]["testchat"] == "connected"
+        status, body = await d.ready()
+        assert status == 503 and body["status"] == "not_ready"
+        assert body["adapters"]["doomed"] == {"state": "failed", "reason": "the bot token was revoked"}
         assert d.state("doomed") == "failed"
 
 
-async def test_healthz_is_degraded_until_every_adapter_is_connected(
+async def test_healthz_stays_ok_while_readyz_waits_for_every_adapter(
     gateway_home: Path, fake_openai: FakeOpenAI
 ) -> None:
     slow = ScriptedAdapter("slow")
@@ -221,15 +237,19 @@ async def test_healthz_is_degraded_until_every_adapter_is_connected(
         await until(lambda: all(d.state(n) == "connected" for n in ("api-server", "testchat", "cli")),
                     what="built-in adapters connected")
         status, body = await d.health()
-        assert status == 503
-        assert body["status"] == "degraded"
+        assert (status, body["status"]) == (200, "ok")
         assert body["adapters"] == {"api-server": "connected", "testchat": "connected", "cli": "connected",
                                     "slow": "starting"}
+        status, body = await d.ready()
+        assert (status, body["adapters"]["slow"]["state"]) == (503, "starting")
 
         slow.script.put_nowait(ConnectionError("refused"))
         await until(lambda: d.state("slow") == "restarting", what="slow restarting")
         status, body = await d.health()
-        assert (status, body["status"], body["adapters"]["slow"]) == (503, "degraded", "restarting")
+        assert (status, body["status"], body["adapters"]["slow"]) == (200, "ok", "restarting")
+        status, body = await d.ready()
+        assert (status, body["adapters"]["slow"]["state"]) == (503, "degraded")
+        assert "refused" in body["adapters"]["slow"]["reason"]
 
         await until(lambda: slow.attempts == 2, what="slow retried")
         slow.script.put_nowait(None)
@@ -239,6 +259,137 @@ async def test_healthz_is_degraded_until_every_adapter_is_connected(
         assert set(body["adapters"].values()) == {"connected"}
         assert {"queue_depth", "commits", "busy_retries"} <= set(body["storage"])
         assert body["turns"] == {"running": 0, "waiting": 0}
+        status, body = await d.ready()
+        assert status == 200 and body["status"] == "ready"
+
+
+class HeldOnDisconnect(ScriptedAdapter):
+    """Connects at once; disconnect() waits for ``release`` (never, unless the test sets it)."""
+
+    def __init__(self, platform: str) -> None:
+        super().__init__(platform)
+        self.script.put_nowait(None)
+        self.release = asyncio.Event()
+        self.disconnect_started = asyncio.Event()
+
+    async def disconnect(self) -> None:
+        self.disconnects += 1
+        self.disconnect_started.set()
+        await self.release.wait()
+        await super().disconnect()
+
+
+async def test_healthz_is_503_while_the_daemon_stops(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    held = HeldOnDisconnect("held")
+    async with serve(gateway_home, fake_openai.base_url, {"held": held}, env=ALLOW,
+                     config={"gateway": {"disconnect_timeout": 120}}) as d:
+        await until(lambda: d.state("held") == "connected", what="held connected")
+        assert (await d.health())[0] == 200
+        d.gateway.request_stop()
+        await asyncio.wait_for(held.disconnect_started.wait(), TIMEOUT)  # the stop is under way
+        status, body = await d.health()
+        assert (status, body["status"]) == (503, "stopping")
+        status, body = await d.ready()
+        assert (status, body["status"]) == (503, "stopping")
+        held.release.set()
+
+
+# ------------------------------------------------------------------ shutdown
+
+
+async def test_shutdown_disconnects_adapters_together_within_one_bound(
+    gateway_home: Path, fake_openai: FakeOpenAI
+) -> None:
+    """Two adapters whose disconnect never returns: one after the other, the stop would never end."""
+    stuck = {name: HeldOnDisconnect(name) for name in ("stuck-a", "stuck-b")}
+    with capture_logs() as logs:
+        async with serve(gateway_home, fake_openai.base_url, dict(stuck), env=ALLOW,
+                         config={"gateway": {"disconnect_timeout": 0.2}}) as d:
+            await until(lambda: all(d.state(n) == "connected" for n in stuck), what="stuck adapters connected")
+            await chat_round_trip(d, "something for the WAL")
+        # serve() asked for the stop and waited for run() to return.
+    assert [a.disconnects for a in stuck.values()] == [1, 1]  # both were asked at once
+    assert not any(a.release.is_set() for a in stuck.values())  # and neither ever finished
+    [cut] = [e for e in logs if e["event"] == "gateway.disconnect_cut"]
+    assert cut["adapters"] == ["stuck-a", "stuck-b"] and cut["log_level"] == "warning"
+    # What comes after the adapters still ran: the writer drained and checkpointed (TRUNCATE) the WAL.
+    wal = gateway_home / "state.db-wal"
+    assert not wal.exists() or wal.stat().st_size == 0
+    conn = sqlite3.connect(gateway_home / "state.db")
+    try:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("SELECT count(*) FROM messages WHERE content = 'echo: something for the WAL'"
+                            ).fetchone() == (1,)
+    finally:
+        conn.close()
+
+
+class StubbornAdapter(HeldOnDisconnect):
+    """Swallows the first cancellation of its disconnect (as a careless library might)."""
+
+    async def disconnect(self) -> None:
+        self.disconnects += 1
+        try:
+            await self.release.wait()
+        except asyncio.CancelledError:
+            await self.release.wait()
+
+
+async def test_disconnect_all_moves_on_from_a_disconnect_that_ignores_cancellation() -> None:
+    quick, stubborn = ScriptedAdapter("quick"), StubbornAdapter("stubborn")
+    with capture_logs() as logs:
+        cut = await disconnect_all({"quick": quick, "stubborn": stubborn}, 0.05)
+    assert cut == ["stubborn"] and quick.disconnects == 1 and stubborn.disconnects == 1
+    assert [e["adapters"] for e in logs if e["event"] == "gateway.disconnect_cut"] == [["stubborn"]]
+    stubborn.release.set()  # let its task end before the loop closes
+    await asyncio.sleep(0)
+
+
+# ------------------------------------------------------------------ status
+
+
+async def test_status_shows_the_same_adapter_states_over_the_socket_and_from_the_state_file(
+    gateway_home: Path, fake_openai: FakeOpenAI
+) -> None:
+    flaky = ScriptedAdapter("flaky")
+    async with serve(gateway_home, fake_openai.base_url, {"flaky": flaky}, env=ALLOW) as d:
+        await until(lambda: flaky.attempts == 1, what="first connect attempt")
+        flaky.script.put_nowait(ConnectionError("network down"))
+        await until(lambda: d.state("flaky") == "restarting", what="flaky restarting")
+
+        def published() -> bool:
+            state = read_state_file(gateway_home)
+            return state is not None and state["adapters"].get("flaky", {}).get("supervision") == "restarting"
+
+        await until(published, what="the state file to show the restart")
+
+        async def status() -> tuple[str, dict[str, Any]]:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+            env.update(HERMES_HOME=str(gateway_home), PYTHONPATH=str(ROOT))
+            outs = []
+            for args in (["status"], ["status", "--json"]):
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "gateway.cli", *args, env=env, stdout=asyncio.subprocess.PIPE)
+                out, _ = await asyncio.wait_for(proc.communicate(), 60)
+                assert proc.returncode == 0, out
+                outs.append(out.decode())
+            return outs[0], json.loads(outs[1])
+
+        text_socket, json_socket = await status()
+        (gateway_home / "gateway.sock").unlink()  # now only the state file answers
+        text_file, json_file = await status()
+
+    assert json_socket["source"] == "control socket" and json_file["source"].endswith("gateway.state.json")
+    assert json_socket["adapters"] == json_file["adapters"]
+    assert json_socket["adapters"]["flaky"]["state"] == "degraded"
+    assert json_socket["adapters"]["flaky"]["supervision"] == "restarting"
+    assert set(json_socket) == set(json_file)
+
+    def adapter_lines(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("  ")]
+
+    assert adapter_lines(text_socket) == adapter_lines(text_file)
+    assert any(line.split()[:2] == ["flaky", "degraded"] for line in adapter_lines(text_socket))
 
 
 # ------------------------------------------------------------------ ledger

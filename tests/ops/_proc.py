@@ -82,6 +82,7 @@ class Daemon:
         return event
 
     async def wait_healthy(self, timeout: float = WAIT) -> None:
+        """Until /readyz says ready: storage writable and every adapter live (the API takes requests)."""
         async with httpx.AsyncClient() as client:
             loop = asyncio.get_running_loop()
             deadline = loop.time() + timeout
@@ -89,7 +90,7 @@ class Daemon:
                 if self.proc.poll() is not None:
                     raise AssertionError(f"daemon exited early ({self.proc.returncode}): {''.join(self.lines)}")
                 try:
-                    if (await client.get(f"http://127.0.0.1:{self.port}/healthz")).status_code == 200:
+                    if (await client.get(f"http://127.0.0.1:{self.port}/readyz")).status_code == 200:
                         return
                 except httpx.TransportError:
                     pass

@@ -164,3 +164,44 @@ def test_doctor_checks_db_on_a_copy_made_by_sqlite(tmp_path: Path) -> None:
     proc = cli(home, "doctor", XDG_CONFIG_HOME=str(tmp_path / "xdg"))
     assert "[ok  ] integrity: PRAGMA quick_check: ok" in proc.stdout
     assert db.read_bytes() == before
+
+
+def test_doctor_reads_a_db_whose_path_looks_like_a_uri(tmp_path: Path) -> None:
+    """'#', '?' and '%41' in the home would cut or rewrite an unquoted file: URI."""
+    home = tmp_path / "my home #1 ?x=%41"
+    home.mkdir()
+    db = home / "state.db"
+    conn = sqlite3.connect(db)
+    conn.execute("CREATE TABLE t (x)")
+    conn.commit()
+    conn.close()
+    os.chmod(db, 0o600)
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    assert "[ok  ] integrity: PRAGMA quick_check: ok" in proc.stdout, proc.stdout
+    assert proc.returncode == 0, proc.stdout
+    assert sorted(p.name for p in home.iterdir()) == ["state.db"]  # read-only: no journal, no WAL files
+    # Unquoted, '#' ends the path: SQLite would create (and "check") an empty file named "my home ".
+    assert [p.name for p in tmp_path.iterdir()] == [home.name]
+
+
+def test_doctor_warns_when_the_installed_unit_stops_too_soon_for_the_config(tmp_path: Path) -> None:
+    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    home.mkdir()
+    (home / "config.yaml").write_text("gateway:\n  drain_timeout: 20\n")
+    install = ["service", "install", "--systemd-run-dir", str(tmp_path / "no-systemd")]
+    assert cli(home, *install, XDG_CONFIG_HOME=str(xdg)).returncode == 0
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(xdg))
+    assert lines_about(proc.stdout, "user unit TimeoutStopSec") == [
+        "[ok  ] user unit TimeoutStopSec: 45 s >= the 45 s this configuration needs"]
+
+    # A longer drain later: the unit written at install time would be SIGKILLed mid-drain.
+    (home / "config.yaml").write_text("gateway:\n  drain_timeout: 60\n")
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(xdg))
+    [line] = lines_about(proc.stdout, "user unit TimeoutStopSec")
+    assert line.startswith("[WARN]") and "45 s" in line and "need 85 s" in line
+    assert f"fix: re-run: hermes-gateway service install --user --home {home}" in proc.stdout
+    assert proc.returncode == 0  # a warning: the daemon still runs
+
+    assert cli(home, *install, XDG_CONFIG_HOME=str(xdg)).returncode == 0
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(xdg))
+    assert lines_about(proc.stdout, "user unit TimeoutStopSec")[0].startswith("[ok  ]")

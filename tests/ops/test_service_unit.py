@@ -4,6 +4,7 @@ the installer, status and uninstall run as real processes against stand-in syste
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway._cli_service import UnitOptions, render_unit
+from gateway._cli_service import UnitOptions, _default_home, render_unit, required_stop_timeout
+from gateway._systemd_unit import exec_start_line
+from gateway.config import GatewayConfig
 
 from ._proc import ROOT
 
@@ -80,7 +83,8 @@ def test_shipped_unit_has_the_required_settings() -> None:
     f = unit_fields(SHIPPED.read_text())
     assert f["Type"] == "notify" and f["Restart"] == "on-failure" and f["KillMode"] == "mixed"
     assert f["RestartPreventExitStatus"] == "78" and int(f["WatchdogSec"]) > 0 and int(f["RestartSec"]) > 0
-    assert int(f["TimeoutStopSec"]) > 20  # gateway.drain_timeout's default
+    # What `service install` would write for the default gateway.drain_timeout and disconnect_timeout.
+    assert int(f["TimeoutStopSec"]) == required_stop_timeout(GatewayConfig()) == 45
     assert f["NoNewPrivileges"] == "true" and f["ProtectSystem"] == "strict" and f["PrivateTmp"] == "true"
     assert f["ProtectHome"] == "read-only" and f["ReadWritePaths"] == "%h/.hermes" and f["UMask"] == "0077"
     assert f["EnvironmentFile"] == "-%h/.hermes/.env"
@@ -92,14 +96,58 @@ def test_rendered_units_pass_verify(systemd_analyze: str, sandbox: dict[str, Pat
                                     system: bool) -> None:
     home = Path("/home/someone/.hermes") if system else sandbox["home"] / ".hermes"
     text = render_unit(UnitOptions(home, f"{sys.executable} -m gateway.cli run --home {home}", system=system,
-                                   user="root" if system else None, drain_timeout=120))
+                                   user="root" if system else None, drain_timeout=120, disconnect_timeout=30))
     unit = tmp_path / "hermes-gateway.service"
     unit.write_text(text)
     assert verify(systemd_analyze, unit, sandbox, user=not system) == ""
     f = unit_fields(text)
-    assert int(f["TimeoutStopSec"]) > 120
-    assert f["ReadWritePaths"] == str(home) and f["EnvironmentFile"] == f"-{home}/.env"
+    assert int(f["TimeoutStopSec"]) == 120 + 30 + 15  # drain + disconnect + the writer's margin
+    assert f["ReadWritePaths"] == f'"{home}"' and f["EnvironmentFile"] == f"-{home}/.env"
     assert ("User" in f) is system
+
+
+HOSTILE = 'my home 100% "q" $x'
+
+
+def naive_unit(home: Path) -> str:
+    """What the installer used to write: paths pasted in as they are."""
+    return "\n".join(["[Service]", "Type=notify", f"Environment=HERMES_HOME={home}", f"EnvironmentFile=-{home}/.env",
+                      f"WorkingDirectory={home}", f"ExecStart={sys.executable} -m gateway.cli run",
+                      f"ReadWritePaths={home}", ""])
+
+
+@pytest.mark.parametrize("system", [False, True])
+def test_a_home_with_spaces_quotes_dollar_and_percent_passes_verify(
+    systemd_analyze: str, sandbox: dict[str, Path], tmp_path: Path, system: bool
+) -> None:
+    home = tmp_path / HOSTILE
+    home.mkdir()
+    unit = tmp_path / "hermes-gateway.service"
+    # The check is real: pasted in raw, this home breaks ReadWritePaths= and reads as a specifier.
+    unit.write_text(naive_unit(home))
+    env = {**os.environ, "HOME": str(sandbox["home"]), "XDG_RUNTIME_DIR": str(sandbox["runtime"])}
+    raw = subprocess.run([systemd_analyze, *([] if system else ["--user"]), "verify", str(unit)],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert raw.returncode != 0 or "not absolute" in raw.stderr, raw.stderr
+
+    text = render_unit(UnitOptions(home, exec_start_line([sys.executable, "-m", "gateway.cli", "run", "--home",
+                                                          str(home)]),
+                                   system=system, user="root" if system else None))
+    unit.write_text(text)
+    assert verify(systemd_analyze, unit, sandbox, user=not system) == ""
+    f = unit_fields(text)
+    escaped = str(home).replace("%", "%%")
+    assert f["WorkingDirectory"] == escaped and f["EnvironmentFile"] == f"-{escaped}/.env"
+    inner = escaped.replace('"', '\\"')
+    assert f["ReadWritePaths"] == f'"{inner}"' and f["Environment"] == f'"HERMES_HOME={inner}"'
+    assert f["ExecStart"].endswith(f'--home "{inner.replace("$", "$$")}"')
+
+
+def test_a_home_with_a_newline_is_refused(tmp_path: Path, install_env: dict[str, str]) -> None:
+    proc = cli("service", "install", "--home", str(tmp_path / "a\nb"), "--unit-dir", str(tmp_path / "u"),
+               env=install_env)
+    assert proc.returncode == 1 and "control character" in proc.stderr
+    assert not (tmp_path / "u").exists() and not (tmp_path / "a\nb").exists()
 
 
 # ------------------------------------------------------------------ the installer as a process
@@ -143,7 +191,7 @@ def test_install_without_systemd_writes_the_unit_secures_env_and_prints_the_comm
     text = unit.read_text()
     assert secret not in text and secret not in proc.stdout + proc.stderr
     f = unit_fields(text)
-    assert f["Environment"] == f"HERMES_HOME={home}" and f["EnvironmentFile"] == f"-{home}/.env"
+    assert f["Environment"] == f'"HERMES_HOME={home}"' and f["EnvironmentFile"] == f"-{home}/.env"
     assert f["ExecStart"].endswith(f"run --home {home}")
     assert stat.S_IMODE((home / ".env").stat().st_mode) == 0o600
     assert "systemctl --user daemon-reload && systemctl --user enable --now hermes-gateway.service" in proc.stdout
@@ -193,3 +241,61 @@ def test_install_refuses_a_broken_config_with_78(tmp_path: Path, install_env: di
     proc = cli("service", "install", "--unit-dir", str(tmp_path / "u"), env=install_env)
     assert proc.returncode == 78 and "gateway.drain_timeout" in proc.stderr
     assert not (tmp_path / "u").exists()
+
+
+def test_install_takes_the_stop_timeout_from_the_config(tmp_path: Path, install_env: dict[str, str]) -> None:
+    home = tmp_path / "hh"
+    home.mkdir()
+    (home / "config.yaml").write_text("gateway:\n  drain_timeout: 50\n  disconnect_timeout: 25\n")
+    proc = cli("service", "install", "--unit-dir", str(tmp_path / "u"), "--systemd-run-dir", str(tmp_path / "no"),
+               env=install_env)
+    assert proc.returncode == 0, proc.stderr
+    assert unit_fields((tmp_path / "u" / "hermes-gateway.service").read_text())["TimeoutStopSec"] == "90"
+
+
+# ------------------------------------------------------------------ system units under sudo
+
+
+@pytest.fixture
+def sudo_env(install_env: dict[str, str]) -> dict[str, str]:
+    """As after `sudo`: HOME is root's, HERMES_HOME is gone, SUDO_USER names who ran it."""
+    env = {k: v for k, v in install_env.items() if k != "HERMES_HOME"}
+    return {**env, "SUDO_USER": "nobody", "HOME": "/root"}
+
+
+def test_system_unit_under_sudo_runs_as_the_sudo_user_not_root(tmp_path: Path, sudo_env: dict[str, str]) -> None:
+    home = tmp_path / "srv" / "hermes"
+    proc = cli("service", "install", "--system", "--home", str(home), "--unit-dir", str(tmp_path / "u"),
+               "--systemd-run-dir", str(tmp_path / "no"), env=sudo_env)
+    assert proc.returncode == 0, proc.stderr
+    f = unit_fields((tmp_path / "u" / "hermes-gateway.service").read_text())
+    assert f["User"] == "nobody" and "DynamicUser" not in f
+    if os.geteuid() == 0:  # only root can create a home for someone else: then it is theirs
+        nobody = pwd.getpwnam("nobody")
+        assert (home.stat().st_uid, home.stat().st_gid) == (nobody.pw_uid, nobody.pw_gid)
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        assert f"Created {home} for nobody." in proc.stdout
+
+    again = cli("service", "install", "--system", "--run-as", "root", "--home", str(home), "--unit-dir",
+                str(tmp_path / "u2"), "--systemd-run-dir", str(tmp_path / "no"), env=sudo_env)
+    assert again.returncode == 0, again.stderr
+    assert unit_fields((tmp_path / "u2" / "hermes-gateway.service").read_text())["User"] == "root"
+    if os.geteuid() == 0:  # a home someone else owns is named, with the fix
+        assert "is not owned by root" in again.stdout and f"chown -R root: {home}" in again.stdout
+
+
+def test_system_unit_for_an_unknown_account_is_refused(tmp_path: Path, sudo_env: dict[str, str]) -> None:
+    proc = cli("service", "install", "--system", "--run-as", "no-such-user-hermes", "--home", str(tmp_path / "h"),
+               "--unit-dir", str(tmp_path / "u"), env=sudo_env)
+    assert proc.returncode == 1 and "no-such-user-hermes" in proc.stderr
+    assert not (tmp_path / "u").exists() and not (tmp_path / "h").exists()
+
+
+def test_a_system_units_default_home_is_its_accounts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Checked in-process: installing for real would create that account's ~/.hermes on this machine.
+    monkeypatch.delenv("HERMES_HOME", raising=False)
+    monkeypatch.setenv("HOME", "/root")
+    assert _default_home(True, "nobody") == Path(pwd.getpwnam("nobody").pw_dir) / ".hermes"
+    assert _default_home(False, "nobody") == Path("/root/.hermes")
+    monkeypatch.setenv("HERMES_HOME", "/srv/hermes")
+    assert _default_home(True, "nobody") == Path("/srv/hermes")
