@@ -210,11 +210,11 @@ async def run_gateway(emu: Emulator, model: ModelProcess, home: Path, rng: rando
             if proc.poll() is not None:
                 raise RuntimeError(f"the gateway exited with {proc.returncode}")
             with contextlib.suppress(OSError, ValueError, IndexError):
-                status, _ = await http_get(port, "/healthz")
+                status, _ = await http_get(port, "/readyz")  # ready: the platform is connected
                 if status == 200:
                     break
             if time.perf_counter() > deadline:
-                raise RuntimeError("the gateway did not become healthy within 60 s")
+                raise RuntimeError("the gateway did not become ready within 60 s")
             await asyncio.sleep(0.05)
         await asyncio.to_thread(model.dump)  # forget start-up noise
         leg = Leg("gateway")

@@ -2,20 +2,28 @@
 
 - **Endpoints**: ``base_url``/``gateway_url`` are set on discord.py's ``Route.BASE``
   and ``DiscordWebSocket.DEFAULT_GATEWAY`` at connect. Both are process-wide in
-  discord.py, hence one Discord endpoint per process.
+  discord.py, hence one Discord endpoint per process. ``gateway_url`` is used
+  for every IDENTIFY; a RESUME goes to the ``resume_gateway_url`` Discord sent
+  in READY (discord.py's rule, which Discord requires), so it bypasses a
+  gateway proxy configured here.
 - **Fatal failures** (``FatalAdapterError``, never a reconnect loop): a token
   Discord refuses (401 at login, close 4004), close 4014 (the privileged
   Message Content Intent is not enabled in the Developer Portal), and the other
   close codes discord.py cannot recover from (4010-4013).
 - **Reconnects** are discord.py's: op 7, a dropped socket or a silent one →
   RESUME (Discord replays what was missed); op 9 → a new IDENTIFY after
-  ``identify_delay``. After every RESUMED or repeated READY the adapter also
-  reads back, over REST, what was posted in recently active channels after
-  the last message it saw there (``after=``, bounded by ``catchup_channels``
-  and ``catchup_limit``). A message that arrives both ways has one
+  ``identify_delay``. At every disconnect the adapter freezes, per recently
+  active channel (``catchup_channels``), the newest message it had seen there.
+  As soon as the gateway is back (READY's ``connect`` event or RESUMED, not
+  ``on_ready``, which waits ``guild_ready_timeout``) it reads over REST what
+  was posted after that frozen anchor (``after=``, at most ``catchup_limit``
+  per channel). Messages that arrive live in such a channel meanwhile are held
+  and delivered after the read-back, so they neither move the anchor nor
+  overtake what was missed. A message that arrives both ways has one
   ``dedupe_id``, so the router gives it one turn.
-- **Liveness watchdog**: the heartbeat ACKs discord.py receives are watched
-  (through the public ``socket_raw_receive`` event). No ACK for
+- **Liveness watchdog**: discord.py's keep-alive handler records when the
+  last heartbeat ACK came (read from ``client.ws``, no per-frame hook; debug
+  events stay off, they cost a task per gateway frame). No ACK for
   ``degraded_after_missed_acks`` heartbeat intervals → ``health`` is
   "degraded"; for ``reconnect_after_missed_acks`` intervals → the adapter
   drops the zombie connection, and discord.py resumes. discord.py's own check
@@ -24,7 +32,8 @@
 - **Outbound**: chunks of 2000 characters (``split``); the first chunk of an
   answer references the user's message; 429s are waited out by discord.py
   (``retry_after``, up to ``max_ratelimit_wait``) and the same chunk is sent
-  again, so chunks arrive once and in order. No mass mentions are ever pinged.
+  again, so chunks arrive once and in order. A longer wait fails the send
+  with an ``AdapterError``. No mass mentions are ever pinged.
 
 ``health`` is "starting", "live", "degraded" (reconnecting, or no ACKs) or
 "failed" (fatal); ``health_reason`` says why when it is not "live".
@@ -34,8 +43,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
+import math
 import time
 from collections import OrderedDict
 from typing import Any
@@ -84,8 +93,10 @@ _FATAL_CLOSES = {
 }
 STOP_WAIT = 5.0
 PENDING_THREADS_MAX = 1000
-#: a raw gateway frame longer than this is a dispatch, never a HELLO or an ACK
-_CONTROL_FRAME_MAX = 1024
+#: channels read back at once after a reconnect, and how long one read may take before its live
+#: messages are released anyway (a long 429 on the history would hold them up to max_ratelimit_wait)
+CATCHUP_PARALLEL = 4
+CATCHUP_READ_TIMEOUT = 30.0
 _UNKNOWN_CHANNEL = 10003
 _THREAD_EXISTS = 160004
 
@@ -138,6 +149,10 @@ class _Client(discord.Client):
         if not initial and self._adapter.settings.identify_delay > 0:
             await asyncio.sleep(self._adapter.settings.identify_delay)
 
+    async def on_connect(self) -> None:
+        # Dispatched by discord.py when it parses READY (a new session), before the guilds arrive.
+        self._adapter._on_connect()
+
     async def on_ready(self) -> None:
         await self._adapter._on_ready()
 
@@ -149,9 +164,6 @@ class _Client(discord.Client):
 
     async def on_message(self, message: discord.Message) -> None:
         self._adapter._take(message)
-
-    async def on_socket_raw_receive(self, msg: str) -> None:
-        self._adapter._on_raw(msg)
 
     async def on_error(self, event_method: str, /, *args: Any, **kwargs: Any) -> None:
         log.exception("discord.event_failed", event=event_method)
@@ -172,6 +184,15 @@ class DiscordAdapter(Adapter):
         self._stopping = False
         #: channel id -> (where it sits, newest user message id seen there), most recent last
         self._active: OrderedDict[int, tuple[ChannelRef, int]] = OrderedDict()
+        #: channel id -> (where it sits, newest message seen before a disconnect): what the next
+        #: catch-up reads after. Frozen at the disconnect; live messages never move it.
+        self._anchors: dict[int, tuple[ChannelRef, int]] = {}
+        #: live messages of channels with an anchor, held until that channel's catch-up is done
+        self._held: dict[int, list[tuple[discord.Message, ChannelRef | None]]] = {}
+        #: disconnects so far (a catch-up that saw one while it ran keeps its anchors)
+        self._disconnects = 0
+        self._catchup_task: asyncio.Task[None] | None = None
+        self._catchup_wanted: str | None = None
         self._tails: dict[str, asyncio.Task[None]] = {}
         self._background: set[asyncio.Task[Any]] = set()
         #: prospective thread id (= the message id) -> (parent channel id, thread name)
@@ -179,9 +200,9 @@ class DiscordAdapter(Adapter):
         self._thread_locks: dict[str, asyncio.Lock] = {}
         #: target channel -> the user message its last answer referenced (only the first chunk refers)
         self._referenced: dict[str, str] = {}
-        self._interval: float | None = None
-        self._last_ack = time.monotonic()
+        #: the watchdog declared the ACKs missing; the last ACK time (perf_counter) it saw then
         self._ack_silent = False
+        self._silent_mark = 0.0
         self._readies = 0
         #: observability for tests and /status
         self.catchup_runs = 0
@@ -213,7 +234,6 @@ class DiscordAdapter(Adapter):
             intents=intents,
             guild_ready_timeout=s.guild_ready_timeout,
             heartbeat_timeout=s.heartbeat_timeout,
-            enable_debug_events=True,
             chunk_guilds_at_startup=False,
             max_ratelimit_timeout=s.max_ratelimit_wait,
             allowed_mentions=discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=True),
@@ -274,21 +294,22 @@ class DiscordAdapter(Adapter):
 
     # ------------------------------------------------------------------ gateway events
 
+    def _on_connect(self) -> None:
+        # READY was parsed: a new session (after an invalid one, or a restart of the adapter), in
+        # which Discord replays nothing. Read back at once: on_ready comes guild_ready_timeout later.
+        self._request_catch_up("ready")
+
     async def _on_ready(self) -> None:
         self._readies += 1
         self._connected_again()
         if not self.ready.is_set():
             self.ready.set()
             log.info("discord.connected", bot=self.bot_username, guilds=len(self._client.guilds if self._client else ()))
-        if self._active:
-            # A new session (after an invalid one, or a restart of the adapter): Discord replays nothing.
-            self._spawn(self._catch_up("ready"))
 
     async def _on_resumed(self) -> None:
         self._connected_again()
         log.info("discord.resumed")
-        if self._active:
-            self._spawn(self._catch_up("resumed"))
+        self._request_catch_up("resumed")
 
     def _connected_again(self) -> None:
         if self._ack_silent:
@@ -298,48 +319,51 @@ class DiscordAdapter(Adapter):
             self._set_health("live", None)
 
     def _on_disconnect(self) -> None:
+        self._freeze_anchors()
         if self._stopping or self.health == "failed":
             return
         self._set_health("degraded", "gateway connection lost; reconnecting")
 
-    def _on_raw(self, msg: str) -> None:
-        if len(msg) > _CONTROL_FRAME_MAX:
-            return
-        try:
-            frame = json.loads(msg)
-        except ValueError:
-            return
-        op = frame.get("op") if isinstance(frame, dict) else None
-        if op == 10:  # HELLO: a fresh connection; discord.py heartbeats at once
-            data = frame.get("d") or {}
-            interval = data.get("heartbeat_interval") if isinstance(data, dict) else None
-            if isinstance(interval, int | float) and interval > 0:
-                self._interval = interval / 1000.0
-            self._last_ack = time.monotonic()
-        elif op == 11:
-            self._last_ack = time.monotonic()
-            if self._ack_silent:
-                self._ack_silent = False
-                log.info("discord.heartbeat_recovered")
-                if self.health == "degraded" and self.ready.is_set():
-                    self._set_health("live", None)
+    @staticmethod
+    def _keep_alive(client: _Client) -> Any:
+        """discord.py's heartbeat thread of the current connection (None between connections).
+
+        Its ``_last_ack`` (``time.perf_counter()``) is set when the connection says HELLO and at
+        every HEARTBEAT_ACK; ``latency`` stays infinite until the first ACK of that connection.
+        """
+        ws = getattr(client, "ws", None)
+        return getattr(ws, "_keep_alive", None) if ws is not None else None
 
     async def _watchdog(self, client: _Client) -> None:
         s = self.settings
         forced_for: float | None = None
         while not client.is_closed():
-            interval = self._interval
-            await asyncio.sleep(min(interval / 4, 1.0) if interval else 0.5)
-            if interval is None or not self.ready.is_set():
+            keep_alive = self._keep_alive(client)
+            interval = getattr(keep_alive, "interval", None)
+            await asyncio.sleep(min(interval / 4, 1.0) if isinstance(interval, int | float) and interval > 0 else 0.5)
+            keep_alive = self._keep_alive(client)
+            interval = getattr(keep_alive, "interval", None)
+            last_ack = getattr(keep_alive, "_last_ack", None)
+            latency = getattr(keep_alive, "latency", math.inf)
+            if not isinstance(interval, int | float) or interval <= 0 or not isinstance(last_ack, float):
+                continue  # between connections (or a discord.py without these: its own check remains)
+            if self._ack_silent:
+                # An ACK on this connection, newer than the silence: the gateway answers again.
+                if isinstance(latency, float) and math.isfinite(latency) and last_ack > self._silent_mark:
+                    self._ack_silent = False
+                    log.info("discord.heartbeat_recovered")
+                    if self.health == "degraded" and self.ready.is_set():
+                        self._set_health("live", None)
+            if not self.ready.is_set():
                 continue
-            silent = time.monotonic() - self._last_ack
+            silent = time.perf_counter() - last_ack
             if silent > interval * s.degraded_after_missed_acks and not self._ack_silent:
-                self._ack_silent = True
+                self._ack_silent, self._silent_mark = True, last_ack
                 reason = f"no heartbeat ACK from the Discord gateway for {silent:.1f}s"
                 log.warning("discord.heartbeat_missed", silent_s=round(silent, 2), interval_s=interval)
                 self._set_health("degraded", reason)
-            if silent > interval * s.reconnect_after_missed_acks and forced_for != self._last_ack:
-                forced_for = self._last_ack
+            if silent > interval * s.reconnect_after_missed_acks and forced_for != last_ack:
+                forced_for = last_ack
                 ws = client.ws
                 if ws is not None:
                     self.forced_reconnects += 1
@@ -354,10 +378,22 @@ class DiscordAdapter(Adapter):
         user = self._client.user if self._client is not None else None
         return (user.id, user.display_name or user.name) if user is not None else None
 
-    def _take(self, message: discord.Message, ref: ChannelRef | None = None) -> None:
-        """Map one message and queue it for the router behind earlier ones of its chat."""
+    def _take(self, message: discord.Message, ref: ChannelRef | None = None, *, live: bool = True) -> None:
+        """Map one message and queue it for the router behind earlier ones of its chat.
+
+        A live message in a channel whose catch-up is pending waits for it (``_held``)."""
         me = self._me()
         if me is None:
+            return
+        channel = getattr(message, "channel", None)
+        cid = getattr(channel, "id", None)
+        if ref is None and isinstance(channel, discord.PartialMessageable):
+            # Before GUILD_CREATE (right after a new session) the channel is not cached yet; where a
+            # channel we answered in sits (a thread, not a channel) is known already.
+            known = self._anchors.get(channel.id) or self._active.get(channel.id)
+            ref = known[0] if known is not None else None
+        if live and cid in self._anchors:
+            self._held.setdefault(cid, []).append((message, ref))
             return
         try:
             s = self.settings
@@ -423,33 +459,82 @@ class DiscordAdapter(Adapter):
         except Exception:
             log.exception("discord.dispatch_failed", message_id=inbound.message_id)
 
+    def _freeze_anchors(self) -> None:
+        """At a disconnect: what each active channel's catch-up will read after (an anchor that is
+        still pending from an earlier disconnect is older, so it stays)."""
+        self._disconnects += 1
+        for cid, entry in self._active.items():
+            self._anchors.setdefault(cid, entry)
+
+    def _request_catch_up(self, why: str) -> None:
+        if not self._anchors:
+            return
+        self._catchup_wanted = why
+        if self._catchup_task is None or self._catchup_task.done():
+            self._catchup_task = asyncio.create_task(self._catch_up_loop(), name="discord:catch-up")
+            self._background.add(self._catchup_task)
+            self._catchup_task.add_done_callback(self._background.discard)
+
+    async def _catch_up_loop(self) -> None:
+        # One read-back at a time; a reconnect during one asks for another pass after it.
+        while self._catchup_wanted is not None and self._anchors:
+            why, self._catchup_wanted = self._catchup_wanted, None
+            await self._catch_up(why)
+
     async def _catch_up(self, why: str) -> None:
         """Read back what was posted while the gateway was away, in the channels we were active in."""
         client = self._client
         if client is None:
             return
         self.catchup_runs += 1
-        fetched = 0
-        for cid, (ref, newest) in list(self._active.items()):
-            channel = client.get_channel(cid) or client.get_partial_messageable(cid)
-            if not isinstance(channel, discord.abc.Messageable):
-                continue
-            try:
-                async for message in channel.history(
-                    limit=self.settings.catchup_limit, after=discord.Object(id=newest), oldest_first=True
-                ):
-                    fetched += 1
-                    self._take(message, ref)
-            except discord.HTTPException as exc:
-                log.warning("discord.catchup_failed", channel_id=cid, status=exc.status, code=exc.code)
-            except Exception:
-                log.exception("discord.catchup_failed", channel_id=cid)
-        log.info("discord.caught_up", after=why, channels=len(self._active), messages=fetched)
+        disconnects = self._disconnects
+        anchors = list(self._anchors.items())
+        slots = asyncio.Semaphore(CATCHUP_PARALLEL)
+        counts = await asyncio.gather(
+            *(self._catch_up_channel(client, cid, ref, anchor, disconnects, slots) for cid, (ref, anchor) in anchors)
+        )
+        log.info("discord.caught_up", after=why, channels=len(anchors), messages=sum(counts))
 
-    def _spawn(self, coro: Any) -> None:
-        task = asyncio.create_task(coro)
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+    async def _catch_up_channel(
+        self, client: _Client, cid: int, ref: ChannelRef, anchor: int, disconnects: int, slots: asyncio.Semaphore
+    ) -> int:
+        missed: list[discord.Message] = []
+        complete = False
+        try:
+            async with slots:
+                missed = await asyncio.wait_for(self._read_after(client, cid, anchor), CATCHUP_READ_TIMEOUT)
+            complete = True
+        except discord.HTTPException as exc:
+            log.warning("discord.catchup_failed", channel_id=cid, status=exc.status, code=exc.code)
+        except Exception as exc:  # a timeout, RateLimited: a failed read must not hold the channel
+            log.warning("discord.catchup_failed", channel_id=cid, error=type(exc).__name__)
+        for message in missed:
+            self._take(message, ref, live=False)
+        taken = {m.id for m in missed}
+        if self._anchors.get(cid) == (ref, anchor):
+            if complete and self._disconnects != disconnects:
+                # Gone again while reading: the next pass reads on from what this one got.
+                if taken:
+                    self._anchors[cid] = (ref, max(taken))
+            else:
+                # Done, or failed (live messages must not wait for a read that does not work).
+                del self._anchors[cid]
+        if cid not in self._anchors:
+            for message, mref in self._held.pop(cid, []):
+                if message.id not in taken:
+                    self._take(message, mref, live=False)
+        return len(missed)
+
+    async def _read_after(self, client: _Client, cid: int, anchor: int) -> list[discord.Message]:
+        channel = client.get_channel(cid) or client.get_partial_messageable(cid)
+        if not isinstance(channel, discord.abc.Messageable):
+            return []
+        return [
+            message
+            async for message in channel.history(
+                limit=self.settings.catchup_limit, after=discord.Object(id=anchor), oldest_first=True
+            )
+        ]
 
     # ------------------------------------------------------------------ outbound
 
@@ -474,20 +559,23 @@ class DiscordAdapter(Adapter):
                 message_id=int(message.reply_to), channel_id=int(target), fail_if_not_exists=False
             )
         try:
-            channel = client.get_partial_messageable(int(target))
-            if reference is not None:
-                sent = await channel.send(message.text, reference=reference)
-            else:
-                sent = await channel.send(message.text)
-        except discord.NotFound as exc:
-            if exc.code != _UNKNOWN_CHANNEL or message.thread_id is None or message.thread_id != message.reply_to:
-                raise self._send_error(exc) from None
-            # A prospective thread this process did not see (a reply recovered after a restart): open it.
-            self._pending_threads.setdefault(message.thread_id, (message.chat_id, "Conversation"))
-            await self._open_pending_thread(client, message.thread_id)
-            sent = await client.get_partial_messageable(int(target)).send(message.text)
+            try:
+                channel = client.get_partial_messageable(int(target))
+                if reference is not None:
+                    sent = await channel.send(message.text, reference=reference)
+                else:
+                    sent = await channel.send(message.text)
+            except discord.NotFound as exc:
+                if exc.code != _UNKNOWN_CHANNEL or message.thread_id is None or message.thread_id != message.reply_to:
+                    raise
+                # A prospective thread this process did not see (a reply recovered after a restart): open it.
+                self._pending_threads.setdefault(message.thread_id, (message.chat_id, "Conversation"))
+                await self._open_pending_thread(client, message.thread_id)
+                sent = await client.get_partial_messageable(int(target)).send(message.text)
         except discord.HTTPException as exc:
             raise self._send_error(exc) from None
+        except discord.RateLimited as exc:
+            raise self._rate_limit_error(exc, "send the message") from None
         if message.reply_to and message.kind is not SendKind.ACK:
             # An interim "queued" ack does not count: the answer that follows refers to the question too.
             self._referenced[target] = message.reply_to
@@ -496,6 +584,13 @@ class DiscordAdapter(Adapter):
     @staticmethod
     def _send_error(exc: discord.HTTPException) -> AdapterError:
         return AdapterError(f"Discord refused the message ({exc.status}, code {exc.code}: {exc.text or 'no detail'})")
+
+    def _rate_limit_error(self, exc: discord.RateLimited, what: str) -> AdapterError:
+        """discord.py raises ``RateLimited`` (not an ``HTTPException``) for a 429 longer than we may wait."""
+        return AdapterError(
+            f"Discord rate limit: could not {what}, Discord asks to wait {exc.retry_after:.0f}s, longer than "
+            f"platforms.discord.max_ratelimit_wait ({self.settings.max_ratelimit_wait:g}s)"
+        )
 
     async def _open_pending_thread(self, client: _Client, thread_id: str) -> None:
         lock = self._thread_locks.setdefault(thread_id, asyncio.Lock())
@@ -514,6 +609,8 @@ class DiscordAdapter(Adapter):
                     raise AdapterError(
                         f"could not open a thread for the answer ({exc.status}, code {exc.code}: {exc.text})"
                     ) from None
+            except discord.RateLimited as exc:
+                raise self._rate_limit_error(exc, "open a thread for the answer") from None
             self._pending_threads.pop(thread_id, None)
             self._thread_locks.pop(thread_id, None)
 
@@ -542,6 +639,13 @@ class DiscordAdapter(Adapter):
         name = getattr(channel, "name", None)
         return ChatInfo(chat_id=chat_id, chat_type=kind, name=name if isinstance(name, str) else None)
 
+    def inbound_in_thread(self, chat_id: str, chat_type: ChatType, thread_id: str | None, *,
+                          user_id: str | None, text: str) -> InboundMessage:
+        """As ``classify_channel`` reports it: a message in a thread is a ``thread`` chat under its parent."""
+        kind = ChatType.THREAD if thread_id is not None and chat_type is not ChatType.DM else chat_type
+        return InboundMessage(platform=PLATFORM, chat_id=chat_id, chat_type=kind, user_id=user_id, text=text,
+                              thread_id=thread_id)
+
     async def create_thread(self, chat_id: str, name: str, *, from_message_id: str | None = None) -> str | None:
         """A public thread in ``chat_id`` (from a message if given); its id. None in a DM (no threads)."""
         client = self._require_client()
@@ -565,4 +669,6 @@ class DiscordAdapter(Adapter):
                 return str(made.thread.id)
         except discord.HTTPException as exc:
             raise AdapterError(f"Discord could not create the thread ({exc.status}, code {exc.code}: {exc.text})") from None
+        except discord.RateLimited as exc:
+            raise self._rate_limit_error(exc, "create the thread") from None
         return None

@@ -2,11 +2,15 @@
 
 - **Start**: ``auth.test`` with the bot token (who the bot is, for mention and
   self-message filtering) and, in Socket Mode, one ``apps.connections.open``
-  with the app token. A rejected token is a ``FatalAdapterError`` with a clear
+  with the app token, whose URL the SDK then connects to (it would otherwise
+  ask for another). A rejected token is a ``FatalAdapterError`` with a clear
   message; the SDK alone would retry a bad app token forever.
 - **Intake**: Bolt acks every event before any work (its default
-  ``process_before_response=False``); our listener only converts the event and
-  schedules its dispatch, per chat in arrival order. Slack retries are not
+  ``process_before_response=False``). Bolt is given the bot's identity from
+  that start-up ``auth.test`` (its ``authorize`` hook), so no Web API call
+  (and no 429 wait of a retry handler) stands between an event and its ack;
+  Bolt's own client has no 429 retry handler. Our listener only converts the
+  event and schedules its dispatch, per chat in arrival order. Slack retries are not
   deduplicated by Bolt: we drop a repeated ``event_id`` here, and the router's
   persistent dedupe on ``<channel>:<ts>`` absorbs the rest (a redelivery
   minutes later, or the ``message`` + ``app_mention`` pair of one post).
@@ -20,7 +24,10 @@
   the SDK's connect lock (the old socket is closed and its receiver
   cancelled first, so there are never two live handlers).
 - **Output**: Markdown -> mrkdwn, split to 4000 characters (of the converted
-  text), always in the thread of the message answered. 429 waits out
+  text), in the message's ``thread_id``: in a channel that is the thread of
+  the message answered (a top-level message the bot answers is keyed as the
+  thread it starts, see ``_inbound``); in a DM the answer stays where the
+  user wrote (top level, or the DM thread). 429 waits out
   Retry-After (the SDK's rate-limit retry handler). While the agent works, a
   "thinking" placeholder is posted in that thread and the answer is edited
   into it.
@@ -45,6 +52,7 @@ from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 from slack_bolt.adapter.socket_mode.async_internals import run_async_bolt_app, send_async_response
 from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
@@ -187,11 +195,23 @@ class SlackAdapter(Adapter):
         client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=s.rate_limit_retries))
         return client
 
-    def _make_app(self, client: AsyncWebClient) -> AsyncApp:
-        http = self.settings.mode == "http"
+    def _make_app(self, me: BotIdentity, team_id: str | None, enterprise_id: str | None) -> AsyncApp:
+        s = self.settings
+        http = s.mode == "http"
+
+        async def authorize(enterprise_id: str | None, team_id: str | None, user_id: str | None) -> AuthorizeResult:
+            # What Bolt's single-team authorization would build from its own lazy auth.test, from ours.
+            return AuthorizeResult(enterprise_id=known_enterprise or enterprise_id, team_id=known_team or team_id,
+                                   bot_user_id=me.user_id, bot_id=me.bot_id, bot_token=s.bot_token, user_id=user_id)
+
+        known_team, known_enterprise = team_id, enterprise_id
+        # Bolt's client: no token (the authorize result gives each request its own) and not our 429
+        # retry handler, so nothing Bolt does can wait out a Retry-After.
+        bolt_client = AsyncWebClient(base_url=s.api_base_url, timeout=int(s.request_timeout), session=self._session)
         app = AsyncApp(
-            client=client,
-            signing_secret=self.settings.signing_secret or "",
+            client=bolt_client,
+            authorize=authorize,
+            signing_secret=s.signing_secret or "",
             request_verification_enabled=http,
             process_before_response=False,
             logger=logging.getLogger("hermes.slack.bolt"),
@@ -211,7 +231,7 @@ class SlackAdapter(Adapter):
 
         return app
 
-    async def _identify(self, client: AsyncWebClient) -> BotIdentity:
+    async def _identify(self, client: AsyncWebClient) -> tuple[BotIdentity, dict[str, Any]]:
         try:
             resp = await client.auth_test()
         except SlackApiError as exc:
@@ -225,9 +245,11 @@ class SlackAdapter(Adapter):
         user_id, bot_id = resp.get("user_id"), resp.get("bot_id")
         if not isinstance(user_id, str) or not user_id:
             raise AdapterError("Slack auth.test answered without a user_id")
-        return BotIdentity(user_id=user_id, bot_id=bot_id if isinstance(bot_id, str) else None)
+        data = resp.data if isinstance(resp.data, dict) else {}
+        return BotIdentity(user_id=user_id, bot_id=bot_id if isinstance(bot_id, str) else None), data
 
-    async def _check_app_token(self, client: AsyncWebClient) -> None:
+    async def _open_socket_url(self, client: AsyncWebClient) -> str:
+        """``apps.connections.open`` with the app token (once: the SDK connects to the URL it gives)."""
         token = self.settings.app_token
         if not token:
             raise FatalAdapterError(
@@ -236,7 +258,7 @@ class SlackAdapter(Adapter):
                 "(or set platforms.slack.mode to http)."
             )
         try:
-            await client.apps_connections_open(app_token=token)
+            resp = await client.apps_connections_open(app_token=token)
         except SlackApiError as exc:
             error = _api_error(exc)
             if error in _AUTH_ERRORS:
@@ -245,6 +267,10 @@ class SlackAdapter(Adapter):
                     "an app-level token (xapp-...) with connections:write, and that Socket Mode is enabled."
                 ) from None
             raise AdapterError(f"Slack apps.connections.open failed: {error}") from None
+        url = resp.get("url")
+        if not isinstance(url, str) or not url:
+            raise AdapterError("Slack apps.connections.open answered without a url")
+        return url
 
     async def connect(self) -> None:
         self._stopping.clear()
@@ -253,16 +279,17 @@ class SlackAdapter(Adapter):
         try:
             client = self._make_client()
             self._client = client
-            self._app = self._make_app(client)
-            self._me = await self._identify(client)
+            self._me, auth = await self._identify(client)
+            team, enterprise = auth.get("team_id"), auth.get("enterprise_id")
+            self._app = self._make_app(self._me, team if isinstance(team, str) else None,
+                                       enterprise if isinstance(enterprise, str) else None)
             if self.settings.mode == "http":
                 self.ready.set()
                 self._set_health("live")
                 log.info("slack.events_api", path=self.settings.events_path, bot_user=self._me.user_id)
                 await self._stopping.wait()
             else:
-                await self._check_app_token(client)
-                await self._serve_socket(self._app)
+                await self._serve_socket(self._app, await self._open_socket_url(client))
         except FatalAdapterError as exc:
             self._set_health("failed", str(exc))
             raise
@@ -278,7 +305,7 @@ class SlackAdapter(Adapter):
             await self._close_socket()
             done.set()
 
-    async def _serve_socket(self, app: AsyncApp) -> None:
+    async def _serve_socket(self, app: AsyncApp, url: str) -> None:
         s = self.settings
         handler = _SocketHandler(
             app, app_token=s.app_token, logger=logging.getLogger("hermes.slack.socket"), ping_interval=s.ping_interval
@@ -287,6 +314,7 @@ class SlackAdapter(Adapter):
         # One owner of reconnection (the watchdog below); the SDK's own would race it.
         sm.default_auto_reconnect_enabled = False
         sm.auto_reconnect_enabled = False
+        sm.wss_uri = url  # the SDK connects here instead of asking apps.connections.open again
         self._socket = handler
         connect_bound = max(10.0, 3 * s.ping_interval)
         try:
@@ -468,12 +496,12 @@ class SlackAdapter(Adapter):
         if key in self._replied or key in self._placeholders:
             return  # the answer beat us to it
         posting = asyncio.Event()
-        task = asyncio.create_task(self._post_placeholder(message.chat_id, message.thread_id or ts, posting))
+        task = asyncio.create_task(self._post_placeholder(message.chat_id, message.thread_id, posting))
         self._placeholders[key] = (task, posting)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _post_placeholder(self, channel: str, thread_ts: str, posting: asyncio.Event) -> str | None:
+    async def _post_placeholder(self, channel: str, thread_ts: str | None, posting: asyncio.Event) -> str | None:
         # Only a slow answer gets one: a quick one would cost a second message (and Slack's
         # per-channel message rate) for a placeholder nobody had time to read.
         if self.settings.thinking_delay > 0:
@@ -508,7 +536,9 @@ class SlackAdapter(Adapter):
             return SendResult()  # Slack refuses empty messages; nothing visible is lost
         client = self._require_client()
         channel = message.chat_id
-        thread_ts = message.thread_id or message.reply_to
+        # Where the message answered was: its thread in a channel (a top-level one carries its own ts as
+        # thread_id), the DM itself or the DM thread it was written in.
+        thread_ts = message.thread_id
         placeholder: str | None = None
         if message.reply_to and message.kind is not SendKind.ACK:
             self._replied.add((channel, message.reply_to))
@@ -545,6 +575,13 @@ class SlackAdapter(Adapter):
         kind = ChatType.DM if channel.get("is_im") else ChatType.CHANNEL
         name = channel.get("name") if isinstance(channel.get("name"), str) else None
         return ChatInfo(chat_id=chat_id, chat_type=kind, name=name)
+
+    def inbound_in_thread(self, chat_id: str, chat_type: ChatType, thread_id: str | None, *,
+                          user_id: str | None, text: str) -> InboundMessage:
+        """As ``to_inbound`` reports it: a reply in a channel's thread is a ``thread`` chat; a DM stays a DM."""
+        kind = ChatType.THREAD if thread_id is not None and chat_type is not ChatType.DM else chat_type
+        return InboundMessage(platform=PLATFORM, chat_id=chat_id, chat_type=kind, user_id=user_id, text=text,
+                              thread_id=thread_id)
 
     async def create_thread(self, chat_id: str, name: str, *, from_message_id: str | None = None) -> str | None:
         """A seed message titled ``name``; its ts is the thread. Under ``from_message_id`` when given."""

@@ -7,10 +7,16 @@ and anything without a channel, a sender and a ``ts``.
 
 Keys the router builds from the result:
 
-- ``chat_type``: ``im`` -> dm; everything else (channels, private channels,
-  group DMs) -> channel, so the ``message`` and ``app_mention`` events of one
-  post always build the same key; a reply inside a thread -> thread with
-  ``thread_id`` = ``thread_ts`` (in a DM the thread stays a DM key with a thread).
+- ``chat_type``: ``im`` -> dm (``thread_id`` = the DM thread, if written in
+  one); everything else (channels, private channels, group DMs) -> channel,
+  so the ``message`` and ``app_mention`` events of one post always build the
+  same key; a reply inside a thread -> thread with ``thread_id`` = ``thread_ts``.
+- A top-level channel message the bot answers (a mention, a free-response
+  channel) is answered in a thread on that message, so it is keyed as that
+  thread already: thread with ``thread_id`` = its own ``ts``. The answer and
+  every follow-up in the thread share one key and one session (as in the
+  original hermes). Both events of a mentioned post are addressed, so they
+  still build one key.
 - ``dedupe_id``: ``<channel>:<ts>``: a Slack retry, a redelivery minutes later
   and the ``message`` + ``app_mention`` pair of one post are one turn.
 
@@ -106,6 +112,8 @@ def to_inbound(
         or channel in free_response
         or (thread_ts is not None and (event.get("parent_user_id") == me.user_id or in_bot_thread(channel, thread_ts)))
     )
+    if chat_type is ChatType.CHANNEL and addressed:
+        chat_type, thread_ts = ChatType.THREAD, ts  # the conversation is the thread the answer starts
     return InboundMessage(
         platform=PLATFORM,
         chat_id=channel,

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from adapters._split import join_chunks
+from adapters.base import AdapterError, OutboundMessage
 from adapters.discord import DiscordAdapter
 from gateway.config import ConfigError, load_config
 from gateway.runner import Gateway
@@ -158,6 +159,11 @@ def in_channel(channel_id: str) -> Any:
 def untagged(text: str) -> str:
     """An echo without the "[speaker] " tag a shared (thread) session may put before each turn."""
     return re.sub(r"^echo: \[[^\]]*\] ", "echo: ", text)
+
+
+def supervisor_tasks(adapter: str) -> list[asyncio.Task[Any]]:
+    """The daemon's running supervisor task of ``adapter`` (``Gateway._supervise``, named ``adapter:<name>``)."""
+    return [t for t in asyncio.all_tasks() if t.get_name() == f"adapter:{adapter}" and not t.done()]
 
 
 def user_texts(db: Path) -> list[str]:
@@ -320,6 +326,27 @@ async def test_long_reply_split_with_429_on_the_second_chunk(
     assert statuses.count(429) == 1
 
 
+async def test_a_429_longer_than_we_may_wait_is_an_adapter_error(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord
+) -> None:
+    """discord.py raises ``RateLimited`` (not an ``HTTPException``) for it: it must not escape unwrapped."""
+    fake = fake_discord
+    dm = fake.dm_channel()["id"]
+    async with run_discord_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
+        fake.rate_limit_next("create_message", retry_after=3600)  # longer than max_ratelimit_wait (300 s)
+        with pytest.raises(AdapterError) as err:
+            await gw.adapter.send(OutboundMessage("discord", dm, "too soon"))
+        assert type(err.value) is AdapterError
+        text = str(err.value)
+        assert "rate limit" in text and "3600s" in text and "max_ratelimit_wait" in text
+        assert fake.token not in text
+        assert [c.status for c in fake.calls_to("create_message")] == [429]
+        # The next message goes through.
+        await fake.user_says("and now?")
+        [reply] = await fake.wait_sent(1, timeout=WAIT)
+        assert reply["text"] == "echo: and now?"
+
+
 async def test_queued_ack_and_the_answer_both_refer_to_the_question(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord
 ) -> None:
@@ -343,27 +370,32 @@ async def test_queued_ack_and_the_answer_both_refer_to_the_question(
 async def test_resume_after_op7_with_a_message_in_the_gap_is_answered_once(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord
 ) -> None:
+    """The gap message really arrives twice (replayed on RESUME and read back over REST), then a third
+    time as a late duplicate gateway event: one turn."""
     fake = fake_discord
     async with run_discord_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
-        await fake.user_says("before the gap")
+        before = await fake.user_says("before the gap")
         await fake.wait_sent(1, timeout=WAIT)
         fake.hold_connections()
         await fake.reconnect()
         await gw.wait_health("degraded")
-        gap = await fake.user_says("posted while the bot was away")
+        gap = await fake.user_says("posted while the bot was away")  # kept in the session and in the history
         fake.release_connections()
         await fake.wait_for(lambda: fake.resumes, WAIT, what="a RESUME")
         sent = await fake.wait_sent(2, timeout=WAIT)
         assert sent[1]["text"] == "echo: posted while the bot was away" and sent[1]["reply_to"] == gap["id"]
         await gw.wait_health("live")
-        # The gap message came twice (replayed on RESUME, and read back over REST): one turn.
-        await fake.wait_for(lambda: gw.adapter.catchup_runs >= 1, WAIT, what="the catch-up")
         await fake.wait_for(lambda: any(c.method == "logs_from" and c.status == 200 for c in fake.calls), WAIT,
                             what="the history read")
-        [history] = [c for c in fake.calls if c.method == "logs_from"]
+        # Path 1: Discord replayed it on RESUME. Path 2: the history read returned it.
+        assert [f["d"]["id"] for f in fake.replayed if f["t"] == "MESSAGE_CREATE"] == [gap["id"]]
+        [history] = fake.calls_to("logs_from")
+        assert history.params["after"] == before["id"]  # from the last message seen before the gap
+        assert [m["id"] for m in history.response if not m["author"].get("bot")] == [gap["id"]]
+        # Path 3: the same event once more, after the read-back (a late duplicate).
+        await fake.dispatch("MESSAGE_CREATE", gap)
         await fake.user_says("after the gap")
         sent = await fake.wait_sent(3, timeout=WAIT)
-    assert history.params["after"]  # read from the last message seen, not from the start
     assert [m["text"] for m in sent] == [
         "echo: before the gap", "echo: posted while the bot was away", "echo: after the gap"
     ]
@@ -395,6 +427,34 @@ async def test_catch_up_reads_missed_messages_after_a_lost_session(
     assert [c.params["cid"] for c in fake.calls_to("logs_from")] == [fake.general]
 
 
+async def test_a_live_message_before_on_ready_does_not_hide_the_missed_ones(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord
+) -> None:
+    """Op 9 (not resumable), a message posted during the outage (only in the history), and a live message
+    in the same channel right after the new READY, long before on_ready (guild_ready_timeout 1 s): the
+    read-back starts from the newest message seen before the disconnect, not from the live one, and the
+    live one is answered after the missed one."""
+    fake = fake_discord
+    general = fake.general
+    async with run_discord_gateway(tmp_path / "h", fake, fake_openai.base_url,
+                                   discord={"guild_ready_timeout": 1}) as gw:
+        hello = await fake.user_says("hello", chat=general, mention=True)
+        await fake.wait_sent(1, timeout=WAIT, match=in_channel(general))
+        fake.hold_connections()
+        await fake.invalidate(resumable=False)
+        await gw.wait_health("degraded")
+        await fake.user_says("missed me?", chat=general, mention=True, dispatch=False)
+        fake.after_ready(lambda: fake.user_says("live right after the new session", chat=general, mention=True))
+        fake.release_connections()
+        sent = await fake.wait_sent(3, timeout=WAIT, match=in_channel(general))
+        await gw.wait_health("live")
+    assert [m["text"] for m in sent] == ["echo: hello", "echo: missed me?", "echo: live right after the new session"]
+    assert user_texts(gw.db_path) == ["hello", "missed me?", "live right after the new session"]
+    [history] = fake.calls_to("logs_from")
+    assert history.params["after"] == hello["id"]
+    assert len(fake.identifies) == 2
+
+
 async def test_invalid_session_resumable_and_a_dropped_socket(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord
 ) -> None:
@@ -421,10 +481,15 @@ async def test_4014_is_fatal_and_names_the_intent(
         assert st.last_error is not None and "Message Content Intent" in st.last_error
         assert "Developer Portal" in st.last_error
         assert gw.adapter.health == "failed" and "Message Content Intent" in (gw.adapter.health_reason or "")
-        # The other parts of the daemon still run.
-        assert (await gw.http.get("/healthz")).status_code in (200, 503)
-        # The supervisor does not restart a fatal adapter: one IDENTIFY, no loop.
-        assert len(fake.identifies) == 1 and st.restarts == 0
+        # The other parts of the daemon still run: alive, but not ready.
+        assert (await gw.http.get("/healthz")).status_code == 200
+        assert (await gw.http.get("/readyz")).status_code == 503
+        # The supervisor does not restart a fatal adapter: its task for Discord ends (while the one for
+        # the HTTP API still runs) and discord.py's client is closed, so nothing can IDENTIFY again.
+        await fake.wait_for(lambda: not supervisor_tasks("discord"), WAIT, what="the Discord supervisor to end")
+        assert supervisor_tasks("api-server")
+        assert gw.adapter._client is not None and gw.adapter._client.is_closed()
+        assert len(fake.identifies) == 1 and st.restarts == 0 and st.state == "failed"
         assert fake.close_codes == [4014]
 
 
@@ -465,6 +530,8 @@ async def test_silent_gateway_trips_the_watchdog(
         assert ready.json()["adapters"]["discord"]["state"] == "degraded"
         fake.unmute_acks()
         await gw.wait_health("live")
+        # The watchdog reads discord.py's keep-alive state: no debug events (a task per gateway frame).
+        assert gw.adapter._client is not None and not gw.adapter._client._enable_debug_events
         ready = await gw.http.get("/readyz")
         assert ready.json()["adapters"]["discord"]["state"] == "live"
         await fake.user_says("alive again?")
@@ -514,7 +581,7 @@ async def test_the_daemon_process_serves_discord_and_stops_cleanly(
 
             async def healthy() -> bool:
                 with contextlib.suppress(httpx.HTTPError):
-                    return (await http.get("/healthz")).status_code == 200
+                    return (await http.get("/readyz")).status_code == 200  # Discord connected and live
                 return False
 
             loop = asyncio.get_running_loop()
@@ -522,6 +589,8 @@ async def test_the_daemon_process_serves_discord_and_stops_cleanly(
             while not await healthy():
                 assert loop.time() < deadline and proc.returncode is None, "the daemon did not become healthy"
                 await asyncio.sleep(0.05)
+        # /healthz is liveness only: wait for the gateway session, or the message has nowhere to go.
+        await fake.wait_connected(timeout=60)
         msg = await fake.user_says("hello from a real process")
         [reply] = await fake.wait_sent(1, timeout=60)
         assert reply["text"] == "echo: hello from a real process" and reply["reply_to"] == msg["id"]

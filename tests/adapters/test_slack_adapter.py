@@ -146,12 +146,13 @@ async def test_socket_mode_dm_round_trip(tmp_path: Path, fake_openai: FakeOpenAI
         assert len(fake.open_sockets) == 1
         body = await fake.user_says("Hello **there**")
         ts = ts_of(body)
-        [reply] = await fake.wait_reply("D0DM0001", ts, timeout=WAIT)
-        # The "thinking" placeholder was posted in the thread and the answer edited into it.
+        [reply] = await fake.wait_reply("D0DM0001", None, timeout=WAIT)
+        # The "thinking" placeholder was posted where the user wrote (the DM itself, not a thread on
+        # the message) and the answer edited into it.
         assert reply["text"] == "echo: Hello *there*"
         placeholder = [m for m in fake.sent if m["method"] == "chat.postMessage"]
         assert len(placeholder) == 1 and "thinking" in placeholder[0]["text"]
-        assert placeholder[0]["thread_id"] == ts
+        assert placeholder[0]["thread_id"] is None
         updates = [m for m in fake.sent if m["method"] == "chat.update"]
         assert [u["message_id"] for u in updates] == [placeholder[0]["message_id"]]
         # Bolt acked the envelope.
@@ -173,16 +174,16 @@ async def test_quick_answer_gets_no_placeholder_slow_one_does(
     async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url,
                                  slack={"thinking_placeholder": True, "thinking_delay": 0.3},
                                  config={"agent": {"auto_title": False}}):
-        quick = await fake.user_says("one")
-        await fake.wait_reply("D0DM0001", ts_of(quick), text="quick", timeout=WAIT)
-        slow = await fake.user_says("two")
-        await fake.wait_reply("D0DM0001", ts_of(slow), text="slow", timeout=WAIT)
+        await fake.user_says("one")
+        await fake.wait_reply("D0DM0001", None, text="quick", timeout=WAIT)
+        await fake.user_says("two")
+        await fake.wait_reply("D0DM0001", None, text="slow", timeout=WAIT)
         assert [(m["method"], m["text"]) for m in fake.sent] == [
             ("chat.postMessage", "quick"),
             ("chat.postMessage", "_…thinking_"),
             ("chat.update", "slow"),
         ]
-        assert fake.sent[1]["thread_id"] == ts_of(slow)
+        assert fake.sent[1]["thread_id"] is None  # a DM is answered where the user wrote
 
 
 async def test_http_mode_round_trip(tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack) -> None:
@@ -192,8 +193,8 @@ async def test_http_mode_round_trip(tmp_path: Path, fake_openai: FakeOpenAI, fak
         # url_verification handshake answered with the challenge.
         status = await fake.post_event({"type": "url_verification", "challenge": "abc123", "token": "x"})
         assert status == 200
-        body = await fake.user_says("hi over http")
-        [reply] = await fake.wait_reply("D0DM0001", ts_of(body), timeout=WAIT)
+        await fake.user_says("hi over http")
+        [reply] = await fake.wait_reply("D0DM0001", None, timeout=WAIT)
         assert reply["text"] == "echo: hi over http"
         assert gw.adapter.health == "live"
     assert gw.session_keys() == ["agent:main:slack:dm:D0DM0001"]
@@ -217,7 +218,7 @@ async def test_http_mode_bad_signatures_are_401_and_never_dispatched(
         # A signed one after them is the only one answered.
         good = body("the real one")
         assert await fake.post_event(good) == 200
-        [reply] = await fake.wait_reply("D0DM0001", ts_of(good), timeout=WAIT)
+        [reply] = await fake.wait_reply("D0DM0001", None, timeout=WAIT)
         assert reply["text"] == "echo: the real one"
         assert len(fake.sent) == 1
     assert turns(gw) == ["the real one"]
@@ -288,6 +289,51 @@ async def test_ack_does_not_wait_for_the_turn(
         assert gw.gateway.services is not None and gw.gateway.services.lanes.running == 1
 
 
+@pytest.mark.parametrize("mode", ["socket", "http"])
+async def test_no_api_call_stands_before_an_ack(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack, mode: str
+) -> None:
+    """Bolt is seeded with the start-up auth.test: it never calls auth.test itself (whose 429 would be waited
+    out before the ack), and Socket Mode connects to the URL of the one apps.connections.open."""
+    fake = fake_slack
+    async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url, mode=mode):
+        assert len(fake.calls_to("auth.test")) == 1
+        if mode == "socket":
+            [opened] = fake.calls_to("apps.connections.open")
+            assert [s.number for s in fake.sockets] == [1] and opened.response["url"].endswith("/socket/1")
+        # What a lazy auth.test in Bolt would meet now: a long rate limit.
+        fake.fail_next("auth.test", 429, headers={"Retry-After": "60"})
+        dm = fake.event_body({"type": "message", "user": USER, "text": "first event", "ts": fake.next_ts(),
+                              "channel": "D0DM0001", "channel_type": "im"})
+        if mode == "socket":
+            await fake.wait_ack(await fake.send_envelope(dm), timeout=WAIT)
+        else:
+            assert await fake.post_event(dm) == 200
+        await fake.wait_reply("D0DM0001", None, text="echo: first event", timeout=WAIT)
+        # The bot's own message (as Slack echoes it) is still recognised without auth.test: no turn.
+        own = fake.event_body({"type": "message", "user": "U0BOT0001", "bot_id": "B0BOT0001", "text": "echo: x",
+                               "ts": fake.next_ts(), "channel": "D0DM0001", "channel_type": "im"})
+        if mode == "socket":
+            await fake.wait_ack(await fake.send_envelope(own), timeout=WAIT)
+        else:
+            assert await fake.post_event(own) == 200
+        command = await fake.slash_command("/status", chat="D0DM0001")
+        if mode == "socket":
+            await fake.wait_ack(command["envelope_id"], timeout=WAIT)
+        else:
+            assert command["status"] == 200
+        await fake.wait_for(lambda: any("Session:" in m["text"] for m in fake.sent), WAIT, what="the /status answer")
+        assert len(fake.calls_to("auth.test")) == 1  # the queued 429 was never met
+        assert len(fake.calls_to("apps.connections.open")) == (1 if mode == "socket" else 0)
+        assert turns_of(tmp_path / "h") == ["first event"]
+        # Recorded calls carry no credentials.
+        assert all("authorization" not in {k.lower() for k in c.headers} for c in fake.calls)
+
+
+def turns_of(home: Path) -> list[str]:
+    return [r[0] for r in rows(home / "state.db", "SELECT content FROM messages WHERE role = 'user' ORDER BY id")]
+
+
 # -- channels and threads --------------------------------------------------------------------
 
 
@@ -298,7 +344,7 @@ async def test_channel_mention_is_answered_in_its_thread_once(
     async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
         # Not addressed: a channel message without a mention gets nothing.
         quiet = await fake.user_says("humans talking", chat="C0CHAN001")
-        # A mention: Slack sends `message` and `app_mention` for the same ts -> one turn.
+        # A mention: Slack sends `message` and `app_mention` for the same ts -> one turn, one session.
         body = await fake.user_says("what is up?", chat="C0CHAN001", mention=True)
         ts = ts_of(body)
         [reply] = await fake.wait_reply("C0CHAN001", ts, timeout=WAIT)
@@ -309,32 +355,49 @@ async def test_channel_mention_is_answered_in_its_thread_once(
         assert turns(gw) == ["what is up?", "later"]
         assert not fake.thread_replies("C0CHAN001", ts_of(quiet))
         assert {m["thread_id"] for m in fake.sent} == {ts, ts_of(later)}
-    assert gw.session_keys() == [f"agent:main:slack:channel:C0CHAN001:{USER}"]
+    # Each top-level mention starts the thread of its answer, and is keyed as that thread.
+    assert gw.session_keys() == sorted([
+        f"agent:main:slack:thread:C0CHAN001:{ts}",
+        f"agent:main:slack:thread:C0CHAN001:{ts_of(later)}",
+    ])
+    assert rows(gw.db_path, "SELECT COUNT(*) FROM sessions") == [(2,)]
+
+
+def model_request_for(fake_openai: FakeOpenAI, text: str) -> list[dict[str, Any]]:
+    """The messages of the (one) model request whose last user message is ``text``."""
+    found = [r.body["messages"] for r in fake_openai.chat_requests
+             if [m for m in r.body["messages"] if m.get("role") == "user"][-1].get("content") == text]
+    assert len(found) == 1, found
+    return list(found[0])
 
 
 async def test_thread_follow_up_is_keyed_by_thread(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack
 ) -> None:
+    """The top-level mention, the answer in its thread and every follow-up there are one conversation."""
     fake = fake_slack
-    async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
-        body = await fake.user_says("start", chat="C0CHAN001", mention=True)
+    async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url,
+                                 config={"agent": {"auto_title": False}}) as gw:
+        body = await fake.user_says("remember the number 42", chat="C0CHAN001", mention=True)
         root = ts_of(body)
         await fake.wait_reply("C0CHAN001", root, timeout=WAIT)
-        # A follow-up in the thread the bot answered in: no mention needed.
-        follow = await fake.user_says("and then?", chat="C0CHAN001", thread=root)
-        await fake.wait_reply("C0CHAN001", root, text="echo: and then?", timeout=WAIT)
+        # A follow-up in the thread the bot answered in: no mention needed, and the first exchange is there.
+        await fake.user_says("which number?", chat="C0CHAN001", thread=root)
+        await fake.wait_reply("C0CHAN001", root, text="echo: which number?", timeout=WAIT)
         assert fake.sent[-1]["thread_id"] == root
+        history = [(m["role"], m["content"]) for m in model_request_for(fake_openai, "which number?")]
+        assert ("user", "remember the number 42") in history
+        assert ("assistant", "echo: remember the number 42") in history
         # A reply in a thread the bot is not part of is not for it.
         other = await fake.user_says("side chat", chat="C0CHAN001")
         await fake.user_says("in a human thread", chat="C0CHAN001", thread=ts_of(other))
-        await fake.user_says("last", chat="C0CHAN001", thread=root)
+        # A mention inside the thread (two events again): one turn, the same session.
+        await fake.user_says("last", chat="C0CHAN001", thread=root, mention=True)
         await fake.wait_reply("C0CHAN001", root, text="echo: last", timeout=WAIT)
-        assert turns(gw) == ["start", "and then?", "last"]
-        assert ts_of(follow) != root
-    assert gw.session_keys() == sorted([
-        f"agent:main:slack:channel:C0CHAN001:{USER}",
-        f"agent:main:slack:thread:C0CHAN001:{root}",
-    ])
+        assert turns(gw) == ["remember the number 42", "which number?", "last"]
+    assert gw.session_keys() == [f"agent:main:slack:thread:C0CHAN001:{root}"]
+    assert rows(gw.db_path, "SELECT COUNT(*) FROM sessions") == [(1,)]
+    assert rows(gw.db_path, "SELECT COUNT(DISTINCT session_id) FROM messages") == [(1,)]
 
 
 async def test_free_response_channel_answers_without_mention(
@@ -348,10 +411,14 @@ async def test_free_response_channel_answers_without_mention(
         # With a mention in a free channel both events are addressed: still one turn.
         both = await fake.user_says("you there", chat="C0FREE001", mention=True)
         await fake.wait_reply("C0FREE001", ts_of(both), text="echo: you there", timeout=WAIT)
-        marker = await fake.user_says("marker", chat="C0FREE001")
-        await fake.wait_reply("C0FREE001", ts_of(marker), text="echo: marker", timeout=WAIT)
-        assert turns(gw) == ["anyone?", "you there", "marker"]
-    assert gw.session_keys() == [f"agent:main:slack:channel:C0FREE001:{USER}"]
+        # A follow-up in an answered thread continues that thread's session.
+        await fake.user_says("and more", chat="C0FREE001", thread=ts_of(body))
+        await fake.wait_reply("C0FREE001", ts_of(body), text="echo: and more", timeout=WAIT)
+        assert turns(gw) == ["anyone?", "you there", "and more"]
+    assert gw.session_keys() == sorted([
+        f"agent:main:slack:thread:C0FREE001:{ts_of(body)}",
+        f"agent:main:slack:thread:C0FREE001:{ts_of(both)}",
+    ])
 
 
 # -- redelivery ------------------------------------------------------------------------------
@@ -365,26 +432,25 @@ async def test_redelivered_event_is_one_turn(
     home = tmp_path / "h"
     async with run_slack_gateway(home, fake, fake_openai.base_url, mode=mode) as gw:
         body = await fake.user_says("only once please")
-        ts = ts_of(body)
-        await fake.wait_reply("D0DM0001", ts, timeout=WAIT)
+        await fake.wait_reply("D0DM0001", None, timeout=WAIT)
         for retry in (1, 2, 3):
             result = await fake.redeliver(body, retry)
             if mode == "http":
                 assert result == 200
             else:
                 await fake.wait_ack(result, timeout=WAIT)
-        marker = await fake.user_says("marker")
-        await fake.wait_reply("D0DM0001", ts_of(marker), text="echo: marker", timeout=WAIT)
+        await fake.user_says("marker")
+        await fake.wait_reply("D0DM0001", None, text="echo: marker", timeout=WAIT)
     # "Minutes later": a new daemon (no memory of event ids) gets the same event again.
     async with run_slack_gateway(home, fake, fake_openai.base_url, mode=mode):
         await fake.redeliver(body, 4)
         # Same event under a fresh event_id (the app_mention twin, or a replay) is the same post too.
         again = dict(body, event_id=fake.next_event_id())
         await fake.redeliver(again, 1)
-        after = await fake.user_says("after restart")
-        await fake.wait_reply("D0DM0001", ts_of(after), text="echo: after restart", timeout=WAIT)
+        await fake.user_says("after restart")
+        await fake.wait_reply("D0DM0001", None, text="echo: after restart", timeout=WAIT)
     assert turns(gw) == ["only once please", "marker", "after restart"]
-    assert len(fake.thread_replies("D0DM0001", ts)) == 1
+    assert [m["text"] for m in fake.thread_replies("D0DM0001", None)].count("echo: only once please") == 1
 
 
 # -- Socket Mode liveness --------------------------------------------------------------------
@@ -402,12 +468,12 @@ async def test_silent_socket_reconnects_once_with_one_handler(
         await fake.wait_for(lambda: adapter.health == "live", WAIT, what="health live again")
         assert [h for _, h, _ in adapter.health_log] == ["live", "degraded", "live"]
         assert adapter.reconnects == 1
-        body = await fake.user_says("after the reconnect")
-        [reply] = await fake.wait_reply("D0DM0001", ts_of(body), timeout=WAIT)
+        await fake.user_says("after the reconnect")
+        [reply] = await fake.wait_reply("D0DM0001", None, timeout=WAIT)
         assert reply["text"] == "echo: after the reconnect"
         # Still exactly one socket: the old one was closed, no second reconnect followed.
-        marker = await fake.user_says("marker")
-        await fake.wait_reply("D0DM0001", ts_of(marker), text="echo: marker", timeout=WAIT)
+        await fake.user_says("marker")
+        await fake.wait_reply("D0DM0001", None, text="echo: marker", timeout=WAIT)
         assert len(fake.sockets) == 2 and [s.number for s in fake.open_sockets] == [2]
         assert adapter.reconnects == 1
         assert turns(gw) == ["after the reconnect", "marker"]
@@ -419,9 +485,10 @@ async def test_disconnect_message_reconnects(tmp_path: Path, fake_openai: FakeOp
         await fake.disconnect("refresh_requested")
         await fake.wait_for(lambda: len(fake.sockets) == 2 and len(fake.open_sockets) == 1, WAIT,
                             what="a fresh socket")
-        body = await fake.user_says("on the new socket")
-        await fake.wait_reply("D0DM0001", ts_of(body), text="echo: on the new socket", timeout=WAIT)
+        await fake.user_says("on the new socket")
+        await fake.wait_reply("D0DM0001", None, text="echo: on the new socket", timeout=WAIT)
         assert len(fake.open_sockets) == 1
+        assert len(fake.calls_to("apps.connections.open")) == 2  # one per socket
 
 
 async def test_bad_app_token_fails_clearly(tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack) -> None:
@@ -454,8 +521,8 @@ async def test_unauthorized_user_gets_no_turn(tmp_path: Path, fake_openai: FakeO
     async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
         await fake.user_says("let me in", chat="D0DM0666", user="U0STRANGER")
         await fake.user_says("me too", chat="C0CHAN001", user="U0STRANGER", mention=True)
-        body = await fake.user_says("allowed one")
-        await fake.wait_reply("D0DM0001", ts_of(body), text="echo: allowed one", timeout=WAIT)
+        await fake.user_says("allowed one")
+        await fake.wait_reply("D0DM0001", None, text="echo: allowed one", timeout=WAIT)
         assert turns(gw) == ["allowed one"]
         assert {m["chat_id"] for m in fake.sent} == {"D0DM0001"}
     assert gw.session_keys() == ["agent:main:slack:dm:D0DM0001"]
@@ -495,7 +562,7 @@ async def test_long_reply_is_split_losslessly_in_thread(
     words = " ".join(f"w{i}&x" for i in range(2500))
     fake_openai.reply(words)
     async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
-        body = await fake.user_says("long please")
+        body = await fake.user_says("long please", chat="C0CHAN001", mention=True)
         ts = ts_of(body)
         chunks = gw.adapter.split(words)
         assert len(chunks) >= 5
@@ -510,8 +577,8 @@ async def test_rate_limit_honours_retry_after(tmp_path: Path, fake_openai: FakeO
     fake = fake_slack
     async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
         fake.fail_next("chat.postMessage", 429, headers={"Retry-After": "1"})
-        body = await fake.user_says("hi")
-        [reply] = await fake.wait_reply("D0DM0001", ts_of(body), timeout=WAIT)
+        await fake.user_says("hi")
+        [reply] = await fake.wait_reply("D0DM0001", None, timeout=WAIT)
         assert reply["text"] == "echo: hi"
         posts = fake.calls_to("chat.postMessage")
         assert [c.status for c in posts] == [429, 200]

@@ -31,8 +31,10 @@ Test API
   ``create_message``, ``typing``, ``start_thread_from_message``).
 * Controls: ``reconnect()`` (op 7), ``invalidate(resumable)`` (op 9), ``close(code)``, ``mute_acks()`` /
   ``unmute_acks()``, ``rate_limit_next(method, retry_after)``, ``fail_next`` (base), ``hold_connections()``
-  / ``release_connections()`` (new gateway connections wait: a window in which the bot is offline).
-* State: ``connected()``, ``identifies``, ``resumes``, ``sessions``, ``threads``, ``channel_messages(id)``.
+  / ``release_connections()`` (new gateway connections wait: a window in which the bot is offline),
+  ``after_ready(action)`` (run ``action`` between the next READY and its GUILD_CREATE).
+* State: ``connected()``, ``identifies``, ``resumes``, ``replayed`` (frames sent again on RESUME), ``sessions``,
+  ``threads``, ``channel_messages(id)``.
 
 Not emulated: zlib/zstd compression, attachments, interactions and slash commands, members and presences,
 permissions, per-route rate-limit headers (use :meth:`FakeDiscord.rate_limit_next`), sharding.
@@ -46,7 +48,7 @@ import datetime as dtm
 import itertools
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -135,6 +137,9 @@ class FakeDiscord(FakeServer):
         self.close_codes: list[int] = []
         #: heartbeats received, as (time.monotonic(), acked)
         self.heartbeats: list[tuple[float, bool]] = []
+        #: every dispatch frame sent again to a RESUMing client, in order
+        self.replayed: list[dict[str, Any]] = []
+        self._after_ready: list[Callable[[], Awaitable[Any]]] = []
 
     # ------------------------------------------------------------------ ids and data
 
@@ -553,6 +558,9 @@ class FakeDiscord(FakeServer):
                  "application": {"id": str(self.application_id), "flags": 0}, "private_channels": [],
                  "relationships": [], "presences": [], "session_type": "normal"}
         await self.dispatch("READY", ready)
+        hooks, self._after_ready = self._after_ready, []
+        for hook in hooks:
+            await hook()
         await self.dispatch("GUILD_CREATE", self._guild())
         self._notify()
 
@@ -569,6 +577,7 @@ class FakeDiscord(FakeServer):
         after = int(data.get("seq") or 0)
         for seq, frame in session.events:
             if seq > after:
+                self.replayed.append(frame)
                 await self._send(ws, frame)
         session.seq += 1
         await self._send(ws, {"op": 0, "t": "RESUMED", "s": session.seq, "d": {}})
@@ -617,6 +626,11 @@ class FakeDiscord(FakeServer):
     def unmute_acks(self) -> None:
         self._mute_all = False
         self._muted.clear()
+
+    def after_ready(self, action: Callable[[], Awaitable[Any]]) -> None:
+        """Run ``action`` (e.g. a ``user_says``) at the next IDENTIFY, right after READY and before
+        GUILD_CREATE: an event the client gets before its guilds, long before ``on_ready``."""
+        self._after_ready.append(action)
 
     def hold_connections(self) -> None:
         """New gateway connections wait (the bot is offline) until :meth:`release_connections`."""

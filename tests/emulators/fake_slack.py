@@ -157,7 +157,7 @@ class FakeSlack(FakeServer):
         auth = request.headers.get("Authorization", "")
         token = auth[7:] if auth.startswith("Bearer ") else params.pop("token", None)
         call = self._record_call(method, params, http_method=request.method, path=request.path,
-                                 headers=dict(request.headers))
+                                 headers={k: v for k, v in request.headers.items() if k.lower() != "authorization"})
         failure = self._take_failure(method)
         if failure is not None:
             return self._failure_response(call, failure)
@@ -391,15 +391,16 @@ class FakeSlack(FakeServer):
 
     # ------------------------------------------------------------------ reads
 
-    def thread_replies(self, channel: str, thread_ts: str) -> list[dict[str, Any]]:
-        """The bot's messages in a thread, as they look now (placeholders edited)."""
+    def thread_replies(self, channel: str, thread_ts: str | None) -> list[dict[str, Any]]:
+        """The bot's messages in a thread (``thread_ts`` None: at the top level of the channel), as they
+        look now (placeholders edited)."""
         return [m for (c, _), m in sorted(self.messages.items(), key=lambda kv: kv[0][1])
                 if c == channel and m.get("thread_ts") == thread_ts and m.get("user") == BOT_USER]
 
-    async def wait_reply(self, channel: str, thread_ts: str, n: int = 1, timeout: float = 5.0,
+    async def wait_reply(self, channel: str, thread_ts: str | None, n: int = 1, timeout: float = 5.0,
                          thinking: str = "thinking", text: str | None = None) -> list[dict[str, Any]]:
-        """Wait until the bot has ``n`` finished messages (no placeholder left) in a thread, one of
-        them reading exactly ``text`` if given; return them all."""
+        """Wait until the bot has ``n`` finished messages (no placeholder left) in a thread (None: at the
+        top level of the channel), one of them reading exactly ``text`` if given; return them all."""
 
         def done() -> list[dict[str, Any]] | None:
             got = self.thread_replies(channel, thread_ts)

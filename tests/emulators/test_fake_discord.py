@@ -171,6 +171,26 @@ async def test_reconnect_resumes_and_replays_the_gap(fake_discord: FakeDiscord, 
         await until(lambda: len(bot.received) == 1, "the replayed message")
         assert bot.received[0].content == "during the gap"
         assert len(fake.identifies) == 1 and fake.resumes[0]["session_id"] == "session-1"
+        assert [f["d"]["content"] for f in fake.replayed if f["t"] == "MESSAGE_CREATE"] == ["during the gap"]
+
+
+async def test_after_ready_runs_before_the_guilds_arrive(fake_discord: FakeDiscord, point_at: Any) -> None:
+    fake = fake_discord
+    point_at(fake)
+    bot = Bot()
+
+    async def early() -> None:
+        await fake.user_says("before the guilds", chat="general", mention=True)
+
+    fake.after_ready(early)
+    async with running(fake, bot):
+        await until(lambda: bot.readies == 1 and bot.received, "on_ready and the early message")
+    # Parsed between READY and GUILD_CREATE: the guild's channels were not known yet.
+    [early_message] = bot.received
+    assert early_message.content.endswith("before the guilds")
+    assert isinstance(early_message.channel, discord.PartialMessageable)
+    assert bot.get_channel(int(fake.general)) is not None  # known once GUILD_CREATE came
+    assert fake.calls and all("authorization" not in {k.lower() for k in c.headers} for c in fake.calls)
 
 
 async def test_invalid_session_reidentifies(fake_discord: FakeDiscord, point_at: Any) -> None:

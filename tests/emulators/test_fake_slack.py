@@ -49,6 +49,9 @@ async def test_web_api_and_tokens(fake_slack: FakeSlack) -> None:
     assert opened["url"].startswith("ws://127.0.0.1:")
     info = await client(fake).conversations_info(channel="D9")
     assert info["channel"]["is_im"] is True
+    # Calls are recorded without credentials (the token is still checked, as above).
+    assert fake.calls and all("authorization" not in {k.lower() for k in c.headers} for c in fake.calls)
+    assert all(BOT_TOKEN not in repr(c) and APP_TOKEN not in repr(c) for c in fake.calls)
 
 
 async def test_rate_limit_is_a_429_with_retry_after(fake_slack: FakeSlack) -> None:
