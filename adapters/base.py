@@ -156,6 +156,26 @@ class Adapter(abc.ABC):
         """Open a thread for a conversation; None where the platform has none."""
         return None
 
+    async def handoff_refusal(self, chat_id: str, chat_type: ChatType, thread_id: str | None) -> str | None:
+        """Why a conversation moved into this chat (by /handoff) could not continue there, or None.
+
+        Override where ``create_thread`` makes something that later messages
+        would not be recognised as part of (they would not carry its id).
+        """
+        return None
+
+    def inbound_in_thread(self, chat_id: str, chat_type: ChatType, thread_id: str | None, *,
+                          user_id: str | None, text: str) -> InboundMessage:
+        """A message that ``user_id`` sends later in ``thread_id`` of ``chat_id`` (None: the
+        chat itself), described exactly as this adapter describes such a real message
+        (chat id, chat type, thread id, user), so the router's key for it is the key
+        those messages will get. ``chat_type`` is the chat's own type as its messages
+        reported it. Override where a message in a thread looks different from one
+        in its chat (a separate ``THREAD`` chat type, say).
+        """
+        return InboundMessage(platform=self.platform, chat_id=chat_id, chat_type=chat_type, user_id=user_id,
+                              text=text, thread_id=thread_id)
+
     def split(self, text: str) -> list[str]:
         """Split a reply to the platform's limit; adapters with special units override."""
         from ._split import split_text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from adapters.base import OutboundMessage, SendKind
 
 from .commands import Command, CommandContext, CommandRegistry
@@ -51,8 +53,14 @@ async def _sethome(ctx: CommandContext) -> str:
     await homes.set(msg.platform, msg.chat_id, msg.thread_id, msg.chat_type, msg.user_id)
     where = msg.chat_name or msg.chat_id
     thread = f", thread {msg.thread_id}" if msg.thread_id else ""
-    return (f"✅ Home channel of {msg.platform} set to {where} (ID {msg.chat_id}{thread}).\n"
-            f"Sessions handed over with /handoff {msg.platform} will continue here.")
+    reply = f"✅ Home channel of {msg.platform} set to {where} (ID {msg.chat_id}{thread}).\n"
+    adapter = ctx.services.adapters.get(msg.platform)
+    problem: str | None = None
+    with contextlib.suppress(Exception):  # only a courtesy: /handoff checks again
+        problem = await adapter.handoff_refusal(msg.chat_id, msg.chat_type, msg.thread_id) if adapter else None
+    if problem:  # said now, not only when a /handoff is refused later
+        return reply + f"Note: /handoff {msg.platform} will be refused here: {problem}."
+    return reply + f"Sessions handed over with /handoff {msg.platform} will continue here."
 
 
 async def _handoff(ctx: CommandContext) -> str | None:

@@ -1,9 +1,18 @@
 """Session commands: /title, /new, /reset, /resume, /sessions.
 
 A chat may only see and resume its own sessions (unless
-``sessions.allow_cross_user_resume``): a session is this chat's when this user
-started it on this platform, or when this chat (this user in a group, this
-thread in a shared thread, the person of a DM) is bound to it in the index.
+``sessions.allow_cross_user_resume``). A session belongs to the conversation
+places it has lived in: the session keys it was ever bound to
+(``gateway_session_bindings``). Keys already encode platform, chat, thread and,
+where sessions are per user, the user, so "same key" is "same chat, and the
+same person where the chat is not shared": a DM session can never be pulled
+into a group, where its replies would be public, nor one person's group session
+by another member.
+
+The terminal is the exception the reference makes ("/resume <title>" brings a
+handed-off session back to the desktop): every terminal connection is a new
+chat, so there the owner is the login, and a terminal may resume the sessions
+that lived in any terminal of the same login, and the cli sessions it started.
 """
 
 from __future__ import annotations
@@ -12,7 +21,6 @@ import sqlite3
 import time
 from typing import Any
 
-from adapters.base import InboundMessage
 from storage import (
     AmbiguousSessionError,
     InvalidTitleError,
@@ -31,38 +39,54 @@ _OWNED_SCAN = 200
 # ------------------------------------------------------------------ ownership
 
 _OWNED_SQL = """
-    SELECT id, started_at FROM sessions WHERE source = :platform AND user_id = :user
+    SELECT s.id, s.started_at FROM gateway_session_bindings b JOIN sessions s ON s.id = b.session_id
+    WHERE b.session_key = :key
     UNION
-    SELECT s.id, s.started_at FROM gateway_session_index i JOIN sessions s ON s.id = i.session_id
-    WHERE i.platform = :platform AND i.chat_id = :chat
-      AND (i.user_id = :user OR i.chat_type = 'dm' OR (i.thread_id IS NOT NULL AND i.thread_id = :thread))
+    SELECT s.id, s.started_at FROM gateway_session_bindings b JOIN sessions s ON s.id = b.session_id
+    WHERE :platform = 'cli' AND b.platform = 'cli' AND b.user_id = :user
+    UNION
+    SELECT id, started_at FROM sessions WHERE :platform = 'cli' AND source = 'cli' AND user_id = :user
 """
 
 
-def _params(msg: InboundMessage) -> dict[str, Any]:
-    return {"platform": msg.platform, "user": msg.user_id, "chat": msg.chat_id, "thread": msg.thread_id}
+def _params(ctx: CommandContext) -> dict[str, Any]:
+    return {"key": ctx.session_key, "platform": ctx.message.platform, "user": ctx.message.user_id}
 
 
-def _owned_ids(conn: sqlite3.Connection, msg: InboundMessage) -> list[str]:
+def _owned_ids(conn: sqlite3.Connection, ctx: CommandContext) -> list[str]:
     rows = conn.execute(
-        f"SELECT id FROM ({_OWNED_SQL}) ORDER BY started_at DESC LIMIT {_OWNED_SCAN}", _params(msg)
+        f"SELECT id FROM ({_OWNED_SQL}) ORDER BY started_at DESC LIMIT {_OWNED_SCAN}", _params(ctx)
     ).fetchall()
     return [str(r[0]) for r in rows]
 
 
-def _owns(conn: sqlite3.Connection, msg: InboundMessage, session_id: str) -> bool:
-    row = conn.execute(f"SELECT 1 FROM ({_OWNED_SQL}) WHERE id = :sid", {**_params(msg), "sid": session_id})
+def _owns(conn: sqlite3.Connection, ctx: CommandContext, session_id: str) -> bool:
+    row = conn.execute(f"SELECT 1 FROM ({_OWNED_SQL}) WHERE id = :sid", {**_params(ctx), "sid": session_id})
     return row.fetchone() is not None
 
 
-def _owned_by_title(conn: sqlite3.Connection, msg: InboundMessage, title: str) -> str | None:
+def _like_escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def _owned_by_prefix(conn: sqlite3.Connection, ctx: CommandContext, prefix: str) -> list[str]:
+    """Ids of this chat's sessions starting with ``prefix``, newest first (at most 11: enough
+    to list a few and say there are more). Filtered in SQL, so other people's sessions
+    sharing the prefix can neither crowd this chat's out nor show up."""
+    rows = conn.execute(
+        f"SELECT id FROM ({_OWNED_SQL}) WHERE id LIKE :like ESCAPE '\\' ORDER BY started_at DESC LIMIT 11",
+        {**_params(ctx), "like": _like_escape(prefix) + "%"},
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _owned_by_title(conn: sqlite3.Connection, ctx: CommandContext, title: str) -> str | None:
     """Like the store's title lookup (newest of a lineage for a bare name), among this chat's sessions."""
     base, _ = split_lineage_title(title)
-    like = base.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + " #%"
     found = conn.execute(
         f"SELECT s.id, s.title, s.started_at FROM sessions s JOIN ({_OWNED_SQL}) o ON o.id = s.id "
         "WHERE s.title = :base OR s.title = :title OR s.title LIKE :like ESCAPE '\\'",
-        {**_params(msg), "base": base, "title": title, "like": like},
+        {**_params(ctx), "base": base, "title": title, "like": _like_escape(base) + " #%"},
     ).fetchall()
     exact = [r for r in found if r["title"] == title]
     if exact and title != base:
@@ -76,7 +100,7 @@ def _owned_by_title(conn: sqlite3.Connection, msg: InboundMessage, title: str) -
 async def _may_use(ctx: CommandContext, session_id: str) -> bool:
     if ctx.services.config.settings.sessions.allow_cross_user_resume:
         return True
-    return bool(await ctx.services.store.read(lambda c: _owns(c, ctx.message, session_id)))
+    return bool(await ctx.services.store.read(lambda c: _owns(c, ctx, session_id)))
 
 
 def _label(session: dict[str, Any]) -> str:
@@ -103,18 +127,13 @@ def _one_line(text: str, limit: int) -> str:
 
 # ---------------------------------------------------------------------- /title
 
-async def _title_in_use(ctx: CommandContext, title: str) -> str | None:
-    """Another session's (or another chat's queued) claim on this title."""
-    def look(c: sqlite3.Connection) -> str | None:
-        row = c.execute("SELECT id FROM sessions WHERE title = ?", (title,)).fetchone()
-        if row is None:
-            row = c.execute(
-                "SELECT session_key FROM gateway_pending_titles WHERE title = ? AND session_key != ?",
-                (title, ctx.session_key),
-            ).fetchone()
-        return None if row is None else str(row[0])
-
-    return await ctx.services.store.read(look)
+async def _title_in_use(ctx: CommandContext, title: str) -> bool:
+    """Whether a session already has this title. Queued titles reserve nothing (a
+    chat that never writes again must not hold a name forever); if another session
+    takes the name first, the user hears it with their first reply."""
+    row = await ctx.services.store.read(lambda c: c.execute("SELECT 1 FROM sessions WHERE title = ?",
+                                                            (title,)).fetchone())
+    return row is not None
 
 
 def _conflict_reply(title: str, suggestion: str) -> str:
@@ -141,10 +160,11 @@ async def _title(ctx: CommandContext) -> str:
     if title is None:
         return "⚠️ That title is empty once control and invisible characters are removed. Use printable characters."
     if session_id is None:
-        if await _title_in_use(ctx, title) is not None:
+        if await _title_in_use(ctx, title):
             return _conflict_reply(title, await s.store.get_next_title_in_lineage(title))
         await s.index.queue_title(ctx.session_key, title)
-        return f'✏️ Title "{title}" saved; it applies when this chat\'s session starts with your next message.'
+        return (f'✏️ Title "{title}" saved; it applies when this chat\'s session starts with your next message '
+                "(if another session takes the name first, you will be told).")
     try:
         stored = await s.store.set_session_title(session_id, title)
     except TitleConflictError as exc:
@@ -162,7 +182,8 @@ async def _start_fresh(ctx: CommandContext, end_reason: str, title_arg: str) -> 
         session = await s.store.get_session(binding.session_id) or {}
         if session.get("title"):  # a title queued with /title before
             return f"✨ New session started: {session['title']}.{saved}"
-        return f"✨ New session started.{saved}"
+        note = f"\n⚠️ {binding.title_note}" if binding.title_note else ""
+        return f"✨ New session started.{saved}{note}"
     try:
         title = await s.store.set_session_title(binding.session_id, title_arg)
     except TitleConflictError as exc:
@@ -186,7 +207,7 @@ async def _reset(ctx: CommandContext) -> str:
 
 async def _named_sessions(ctx: CommandContext) -> str:
     s = ctx.services
-    ids = await s.store.read(lambda c: _owned_ids(c, ctx.message))
+    ids = await s.store.read(lambda c: _owned_ids(c, ctx))
     sessions = [x for x in await s.store.recent_sessions(session_ids=ids, limit=len(ids) or 1) if x.get("title")]
     if not sessions:
         return ("No named sessions yet. Name this one with /title My Session, "
@@ -206,27 +227,49 @@ async def _find(ctx: CommandContext, wanted: str) -> tuple[str | None, str | Non
         title = clean_title(wanted)
     except InvalidTitleError:
         title = None
+    cross_user = s.config.settings.sessions.allow_cross_user_resume
     if title is not None:
-        if not s.config.settings.sessions.allow_cross_user_resume:
-            found = await s.store.read(lambda c: _owned_by_title(c, ctx.message, title))
+        if not cross_user:
+            found = await s.store.read(lambda c: _owned_by_title(c, ctx, title))
             if found is not None:
                 return found, None
         by_title = await s.store.resolve_session_by_title(title)
         if by_title is not None:
             return by_title, None  # someone else's, unless allowed: the caller refuses it
+    ref = wanted.strip()
+    if await s.store.get_session(ref) is not None:
+        return ref, None  # an exact id (the caller refuses it if it is someone else's)
+    if not cross_user:
+        return await _find_own_prefix(ctx, ref)
     try:
-        return await s.store.resolve_session_id(wanted.strip()), None
+        return await s.store.resolve_session_id(ref), None
     except SessionNotFoundError:
-        shown = _one_line(wanted, 60)
-        return None, f'No session found matching "{shown}". Send /resume alone to list your named sessions.'
+        return None, _not_found(wanted)
     except AmbiguousSessionError as exc:
-        mine = [c for c in exc.candidates if await _may_use(ctx, c)]
-        if len(mine) == 1:
-            return mine[0], None
-        if not mine:
-            return None, f'No session of this chat matches "{_one_line(wanted, 60)}".'
-        shown = ", ".join(mine[:5]) + (" …" if len(mine) > 5 else "")
-        return None, f'"{_one_line(wanted, 60)}" matches {len(mine)} sessions: {shown}. Give more characters.'
+        return None, _ambiguous(wanted, exc.candidates)
+
+
+async def _find_own_prefix(ctx: CommandContext, prefix: str) -> tuple[str | None, str | None]:
+    if not prefix:
+        return None, _not_found(prefix)
+    mine = await ctx.services.store.read(lambda c: _owned_by_prefix(c, ctx, prefix))
+    if len(mine) == 1:
+        return mine[0], None
+    if not mine:
+        return None, _not_found(prefix)
+    return None, _ambiguous(prefix, mine)
+
+
+def _not_found(wanted: str) -> str:
+    return (f'No session of this chat matches "{_one_line(wanted, 60)}". '
+            "Send /resume alone to list your named sessions.")
+
+
+def _ambiguous(wanted: str, candidates: list[str]) -> str:
+    more = len(candidates) > 10  # the lookups stop at 11
+    shown = ", ".join(candidates[:5]) + (" …" if len(candidates) > 5 else "")
+    count = "more than 10" if more else str(len(candidates))
+    return f'"{_one_line(wanted, 60)}" matches {count} sessions: {shown}. Give more characters.'
 
 
 async def _resume(ctx: CommandContext) -> str:
@@ -240,7 +283,8 @@ async def _resume(ctx: CommandContext) -> str:
     if session is None:
         return "That session no longer exists."
     if not await _may_use(ctx, session_id):
-        return (f"⚠️ /resume refused: {_label(session)} belongs to a different user or chat. "
+        # Nothing about the session itself (not its title, id or size): it is not ours to see.
+        return ("⚠️ /resume refused: that session belongs to a different user or chat. "
                 "You can only resume sessions from this chat.")
     if await s.index.current(ctx.session_key) == session_id:
         return f"📌 Already on session {_label(session)}."
@@ -253,7 +297,7 @@ async def _resume(ctx: CommandContext) -> str:
 
 async def _sessions(ctx: CommandContext) -> str:
     s = ctx.services
-    ids = await s.store.read(lambda c: _owned_ids(c, ctx.message))
+    ids = await s.store.read(lambda c: _owned_ids(c, ctx))
     if not ids:
         return "No sessions yet: your next message starts one."
     current = await s.index.current(ctx.session_key)

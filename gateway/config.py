@@ -79,7 +79,8 @@ class SessionsConfig(_Section):
     min_interval_hours: float = Field(default=24, ge=0)
     #: /resume may pick up sessions of other users and chats (off: each chat sees only its own)
     allow_cross_user_resume: bool = False
-    #: how long /handoff may take (thread, binding, the agent's summary) before it is failed
+    #: how long a /handoff may wait to be picked up (claimed) before it is failed; once
+    #: claimed it runs to completion or to its own failure (thread, send, the agent's turn)
     handoff_timeout_seconds: float = Field(default=300.0, gt=0)
 
 
@@ -286,6 +287,8 @@ class GatewayConfig(_Section):
     max_concurrent_turns: int = Field(default=16, ge=1)
     max_queued_per_session: int = Field(default=100, ge=1)
     drain_timeout: float = Field(default=20.0, ge=0)
+    #: at shutdown, all adapters disconnect together within this bound (part of TimeoutStopSec)
+    disconnect_timeout: float = Field(default=10.0, gt=0)
     group_sessions_per_user: bool = True
     thread_sessions_per_user: bool = False
     dedupe_retention_hours: float = Field(default=72.0, gt=0)

@@ -32,8 +32,7 @@ import pwd
 import socket
 import stat
 import struct
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -57,9 +56,6 @@ log = structlog.get_logger("hermes.control")
 # sockaddr_un.sun_path is 108 bytes including the terminating NUL on Linux
 _MAX_SOCKET_PATH = 107
 _WRITE_TIMEOUT = 30.0
-#: how often a message whose answer is not visible as an event re-checks its lane
-_SETTLE_POLL = 0.25
-_FINISH_POLL = 0.01
 _RECAP_MESSAGES = 6
 _RECAP_CHARS = 300
 
@@ -82,24 +78,10 @@ class GatewayView(Protocol):
 
 
 def gateway_status(gateway: GatewayView) -> dict[str, Any]:
-    states: Mapping[str, AdapterStateView] = gateway.adapter_states
-    body: dict[str, Any] = {
-        "pid": os.getpid(),
-        "adapters": {
-            name: {"state": st.state, "restarts": st.restarts,
-                   "last_error": redact(st.last_error) if st.last_error else None}
-            for name, st in states.items()
-        },
-    }
-    services = gateway.services
-    if services is not None:
-        body["started_at"] = services.started_at
-        body["uptime_seconds"] = round(time.time() - services.started_at, 3)
-        body["turns"] = {"running": services.lanes.running, "waiting": services.lanes.total_waiting}
-        w = services.store.writer.stats
-        body["storage"] = {"queue_depth": w.queue_depth, "commits": w.commits, "busy_retries": w.busy_retries}
-        body["model"] = services.model_name
-    return body
+    # The very snapshot gateway.state.json holds: `hermes-gateway status` reads alike from either source.
+    from .health import status_snapshot
+
+    return status_snapshot(gateway)
 
 
 # ------------------------------------------------------------------ the wire
@@ -288,19 +270,22 @@ class ControlServer:
             )
         self._clear_stale(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        # Created 0600 from the start: there is no moment in which another
-        # user could connect before a chmod.
-        old = os.umask(0o177)
+        # The process umask is left alone (other threads may create files at any
+        # moment). A bound unix socket that does not listen yet refuses every
+        # connection, so binding with whatever mode the umask gives, then
+        # chmod 0600, then listening leaves no moment in which another user
+        # could connect.
         try:
             sock.bind(str(path))
+            os.chmod(path, 0o600)
+            st = os.lstat(path)
+            if not stat.S_ISSOCK(st.st_mode) or stat.S_IMODE(st.st_mode) != 0o600:
+                raise OSError(f"{path} changed under us while it was being created")
         except OSError as exc:
             sock.close()
             raise ConfigError(f"cannot create the control socket {path}: {exc.strerror or exc}") from None
-        finally:
-            os.umask(old)
-        os.chmod(path, 0o600)
-        st = os.stat(path)
         self._identity = (st.st_dev, st.st_ino)
+        # start_unix_server calls listen(): only now can anyone connect.
         self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_REQUEST_BYTES)
         log.info("control.listening", path=str(path))
 
@@ -383,8 +368,11 @@ class ControlServer:
         finally:
             conn.closed = True
             if conn.chat_id is not None:
-                with contextlib.suppress(RequestError):
-                    self._cli.close_chat(conn.chat_id)
+                try:
+                    await self._forget_chat(conn)
+                finally:
+                    with contextlib.suppress(RequestError):
+                        self._cli.close_chat(conn.chat_id)
                 log.info("control.chat_closed", chat_id=conn.chat_id)
             for t in list(conn.tasks):
                 t.cancel()
@@ -393,6 +381,12 @@ class ControlServer:
                 await asyncio.wait_for(writer.wait_closed(), 1)
             if task is not None:
                 self._connections.discard(task)
+
+    async def _forget_chat(self, conn: _Connection) -> None:
+        """A terminal chat id is never used again: a title queued in it can never apply."""
+        with contextlib.suppress(Exception):
+            template = self._chat_message(conn, "")
+            await self._services.index.forget_pending_title(build_session_key(template, self._keys))
 
     async def _handle(self, conn: _Connection, line: bytes) -> None:
         try:
@@ -520,22 +514,21 @@ class ControlServer:
         return {"message_id": mid, "disposition": str(disposition)}
 
     async def _settle(self, conn: _Connection, mid: str, key: str, final: asyncio.Event, queued: bool) -> None:
-        """Push ``done`` once a message is answered: its reply or notice went out;
-        or, without one, nothing it started is still under way (its lane ran dry,
-        and no acknowledgement promised a later answer, as /handoff's does)."""
+        """Push ``done`` once a message is answered and nothing it started is still
+        under way: its lane ran dry (a turn is done only after its bookkeeping, so a
+        next line never finds it busy, which /handoff would refuse), and an
+        acknowledgement that promised a later answer (/handoff's) got it."""
         lanes = self._services.lanes
         try:
             while True:
-                promised = mid in conn.acked and not final.is_set()
-                if not promised and not (queued and lanes.busy(key)):
-                    break
-                if final.is_set():
-                    # Answered; the turn is only finishing its bookkeeping. A next
-                    # line sent now would find it busy (and /handoff refuses that).
-                    await asyncio.sleep(_FINISH_POLL)
-                else:
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(final.wait(), _SETTLE_POLL)
+                if queued:
+                    await lanes.wait_idle(key)
+                if mid in conn.acked and not final.is_set():
+                    await final.wait()
+                    continue
+                if queued and lanes.busy(key):
+                    continue  # the promised answer came from a job queued meanwhile
+                break
             await conn.push_event("done", None, mid)
         except ConnectionError:
             pass

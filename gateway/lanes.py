@@ -71,6 +71,11 @@ class Lanes:
         lane = self._lanes.get(key)
         return [item.label for item in lane.queue] if lane else []
 
+    async def wait_idle(self, key: str) -> None:
+        """Return once nothing runs or waits for ``key`` (its worker ran the lane dry)."""
+        while (lane := self._lanes.get(key)) is not None and lane.worker is not None:
+            await asyncio.wait({lane.worker})
+
     @property
     def total_waiting(self) -> int:
         return sum(len(lane.queue) for lane in self._lanes.values())

@@ -83,6 +83,12 @@ class Router:
             return Disposition.REFUSED
         if not msg.addressed:
             return Disposition.IGNORED
+        # Dedupe before anything answers: a redelivery, or the second event of one
+        # post (Slack's message + app_mention), must not get a second notice either.
+        delivery_key = msg.delivery_key
+        if delivery_key is not None and not await self.services.dedupe.first_sighting(msg.platform, delivery_key):
+            log.info("router.duplicate", message_id=msg.message_id, delivery_key=delivery_key)
+            return Disposition.DUPLICATE
         if not self._accepting:
             await self._notice(msg, "The gateway is restarting; please send that again in a minute.")
             return Disposition.ANSWERED
@@ -95,10 +101,6 @@ class Router:
                 msg, f"That message is too long ({len(text)} characters; the limit is {MAX_INPUT_CHARS})."
             )
             return Disposition.ANSWERED
-        delivery_key = msg.delivery_key
-        if delivery_key is not None and not await self.services.dedupe.first_sighting(msg.platform, delivery_key):
-            log.info("router.duplicate", message_id=msg.message_id, delivery_key=delivery_key)
-            return Disposition.DUPLICATE
         key = build_session_key(msg, self._keys)
         with structlog.contextvars.bound_contextvars(session_key=key):
             return await self._route(msg, key, text)
@@ -114,8 +116,24 @@ class Router:
             if command.immediate:
                 await self._run_command(ctx, command.handler)
                 return Disposition.ANSWERED
+            if await self._refused_during_handoff(msg, key):
+                return Disposition.ANSWERED
             return await self._enqueue(msg, key, lambda: self._run_command(ctx, command.handler))
+        if await self._refused_during_handoff(msg, key):
+            return Disposition.ANSWERED
         return await self._enqueue(msg, key, lambda: self._turn(msg, key, text))
+
+    async def _refused_during_handoff(self, msg: InboundMessage, key: str) -> bool:
+        """While this chat's session is being handed off, nothing else may run on it
+        (a turn would interleave with the synthetic one; /new would end it)."""
+        handoffs = self.services.handoffs
+        target = handoffs.in_flight(key) if handoffs is not None else None
+        if target is None:
+            return False
+        log.info("router.refused_during_handoff", target=target)
+        await self._notice(msg, f"⏳ This session is being handed off to {target} right now. "
+                                "Wait for the outcome here, then send that again.")
+        return True
 
     async def _enqueue(self, msg: InboundMessage, key: str, job: Job) -> Disposition:
         async def release() -> None:
@@ -152,18 +170,37 @@ class Router:
         if reply:
             await self._notice(ctx.message, reply)
 
-    async def run_turn_in_lane(self, msg: InboundMessage, key: str, text: str) -> bool:
+    async def run_turn_in_lane(self, msg: InboundMessage, key: str, text: str, *,
+                               prepare: Callable[[], Awaitable[None]] | None = None) -> bool:
         """One agent turn for ``key`` behind whatever already waits in its lane (the
         synthetic turn of /handoff); True when the agent answered and the reply was
-        delivered. Raises LaneFullError / LanesClosedError when it cannot be queued."""
+        delivered. ``prepare`` runs in the lane right before the turn (the handoff binds
+        the key there, so what waited ahead of it still ran on the old session).
+        Raises LaneFullError / LanesClosedError when it cannot be queued.
+
+        Cancelling the caller withdraws the turn: a job still waiting in the lane
+        will not run, and a running one is stopped. Only this job: whatever else
+        runs or waits for ``key`` (the home chat's own conversation) is untouched.
+        """
         done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        running: list[asyncio.Task[None]] = []
 
         async def job() -> None:
+            if done.done():  # withdrawn while it waited
+                log.info("router.withdrawn_turn_skipped")
+                return
+            task = asyncio.current_task()
+            if task is not None:
+                running.append(task)
             try:
+                if prepare is not None:
+                    await prepare()
                 ok = await self._turn_outcome(msg, key, text)
             except BaseException as exc:
                 if not done.done():  # a stopped turn is a failed handoff, not a cancelled caller
-                    done.set_exception(exc if isinstance(exc, Exception) else RuntimeError("the turn was stopped"))
+                    done.set_exception(exc if isinstance(exc, Exception) else RuntimeError(
+                        "the summary turn was stopped" if self._accepting else "the gateway stopped during the handoff"
+                    ))
                 raise
             if not done.done():
                 done.set_result(ok)
@@ -173,7 +210,14 @@ class Router:
                 done.set_exception(LanesClosedError("the gateway stopped before the turn ran"))
 
         self.services.lanes.submit(key, job, on_drop=dropped, label=text)
-        return await done
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if not done.done():
+                done.cancel()  # the job sees it and skips, if it has not started
+            for task in running:
+                task.cancel()
+            raise
 
     async def _turn(self, msg: InboundMessage, key: str, text: str) -> None:
         await self._turn_outcome(msg, key, text)
@@ -225,6 +269,9 @@ class Router:
                 typing.cancel()
                 if self.metrics is not None:
                     self.metrics.turn_seconds.observe(time.perf_counter() - started)
+            if binding.title_note:
+                # The title the user was told was saved could not be applied: say so now.
+                reply = f"{reply}\n\n⚠️ {binding.title_note}"
             sent = await services.delivery.send(
                 OutboundMessage(msg.platform, msg.chat_id, redact(reply), msg.thread_id, msg.message_id, kind),
                 session_key=key,

@@ -33,6 +33,7 @@ from core.tools import ToolsetPolicy
 from storage import AutoPruneSettings, StateStore, WriterSettings
 
 from ._sdnotify import SdNotifier
+from ._shutdown import disconnect_all
 from .auth import Authorizer
 from .builtin_commands import register_builtin_commands
 from .commands import CommandRegistry
@@ -160,9 +161,12 @@ class DefaultAgents:
 
     def runtime(self, services: Services) -> AgentRuntime:
         if self._runtime is None:
+            from .session_index import rebind_in_transaction
+
+            # The chat's key moves in the same transaction as a compression split.
             self._runtime = AgentRuntime(
                 services.store, self._client, agent_settings(services.config), home=services.config.home,
-                rebind=lambda key, session_id: services.index.rebind(key, session_id),
+                rebind_op=rebind_in_transaction,
             )
         return self._runtime
 
@@ -422,9 +426,8 @@ class Gateway:
                     log.warning("gateway.drain_cut", turns=cut)
                 if services.handoffs is not None:
                     await services.handoffs.aclose()
-                for adapter in adapters.values():
-                    with contextlib.suppress(Exception):
-                        await adapter.disconnect()
+                # Together, under one bound: what follows (writer drain, TRUNCATE) must fit TimeoutStopSec.
+                await disconnect_all(adapters, self.config.settings.gateway.disconnect_timeout)
                 tg.cancel_scope.cancel()
         finally:
             for sig in (signal.SIGTERM, signal.SIGINT):

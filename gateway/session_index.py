@@ -32,6 +32,22 @@ class Binding:
     created: bool  # a new session was started for this message
     reset_reason: str | None = None  # "idle" / "daily" when a policy rotated it
     previous_session_id: str | None = None
+    #: a title queued with /title that could not be applied; the user is told with the reply
+    title_note: str | None = None
+
+
+@dataclass(frozen=True)
+class PriorBinding:
+    """What a key pointed at before a /handoff rebound it, so a failure can put it back."""
+
+    session_id: str | None
+    updated_at: float | None
+    remembered: bool  # the key was already in the session's binding history
+
+
+#: a title queued for a session that never started is forgotten after this long (a
+#: terminal's chat ends with its connection; a chat may simply never write again)
+PENDING_TITLE_TTL = 7 * 86400.0
 
 
 def reset_reason(policy: SessionResetConfig, last_active: float, now: float) -> str | None:
@@ -81,7 +97,7 @@ def _bind(conn: sqlite3.Connection, key: str, session_id: str, msg: InboundMessa
         (
             key,
             session_id,
-            msg.platform if msg else key.split(":")[2] if key.count(":") >= 2 else "unknown",
+            _platform_of(key, msg),
             msg.chat_id if msg else None,
             str(msg.chat_type) if msg else None,
             msg.thread_id if msg else None,
@@ -90,19 +106,52 @@ def _bind(conn: sqlite3.Connection, key: str, session_id: str, msg: InboundMessa
             now,
         ),
     )
+    # Remembered for good, so /resume can tell which chats a session belongs to
+    # after the key moved on (/new, /handoff).
+    conn.execute(
+        "INSERT OR IGNORE INTO gateway_session_bindings (session_key, session_id, platform, user_id, first_bound_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (key, session_id, _platform_of(key, msg), msg.user_id if msg else None, now),
+    )
 
 
-def _apply_pending_title(conn: sqlite3.Connection, key: str, session_id: str) -> None:
-    """A title set with /title before the session existed is applied as it is created."""
-    row = conn.execute("SELECT title FROM gateway_pending_titles WHERE session_key = ?", (key,)).fetchone()
-    if row is None:
-        return
+def _platform_of(key: str, msg: InboundMessage | None) -> str:
+    if msg is not None:
+        return msg.platform
+    return key.split(":")[2] if key.count(":") >= 2 else "unknown"
+
+
+def rebind_in_transaction(conn: sqlite3.Connection, key: str, session_id: str) -> None:
+    """Point ``key`` at ``session_id`` inside the caller's write transaction.
+
+    The agent's compression runs it in the same transaction as the split, so
+    the chat can never be left on the session that split ended.
+    """
+    _bind(conn, key, session_id, None, time.time())
+
+
+def _apply_pending_title(conn: sqlite3.Connection, key: str, session_id: str, now: float) -> str | None:
+    """A title set with /title before the session existed is applied as it is created.
+    Returns what to tell the user when it could not be (they were told it was saved)."""
+    row = conn.execute(
+        "SELECT title FROM gateway_pending_titles WHERE session_key = ? AND created_at >= ?",
+        (key, now - PENDING_TITLE_TTL),
+    ).fetchone()
     conn.execute("DELETE FROM gateway_pending_titles WHERE session_key = ?", (key,))
+    if row is None:
+        return None
     try:
         ops.set_session_title(conn, session_id, row["title"])
-    except (TitleConflictError, InvalidTitleError) as exc:
-        # Taken by another session meanwhile: the session starts untitled rather than not at all.
-        log.warning("session_index.pending_title_dropped", session_id=session_id, error=str(exc))
+    except TitleConflictError as exc:
+        # Queued titles reserve nothing: another session took it first. The session
+        # starts untitled rather than not at all, and the user hears why.
+        log.warning("session_index.pending_title_dropped", session_id=session_id, session_key=key, error=str(exc))
+        return (f'The title "{exc.title}" you set with /title is now used by another session, so this one is '
+                f'untitled. Name it with /title, for example /title {exc.suggestion}')
+    except InvalidTitleError as exc:
+        log.warning("session_index.pending_title_dropped", session_id=session_id, session_key=key, error=str(exc))
+        return f"The title you set with /title could not be applied ({exc}). Name this session with /title."
+    return None
 
 
 def _new_id(msg: InboundMessage) -> str:
@@ -158,8 +207,9 @@ class SessionIndex:
             session_id = _new_id(msg)
             ops.create_session(conn, session_id, msg.platform, model=model, user_id=msg.user_id, started_at=now)
             _bind(conn, key, session_id, msg, now)
-            _apply_pending_title(conn, key, session_id)
-            return Binding(key, session_id, created=True, reset_reason=reason, previous_session_id=previous)
+            note = _apply_pending_title(conn, key, session_id, now)
+            return Binding(key, session_id, created=True, reset_reason=reason, previous_session_id=previous,
+                           title_note=note)
 
         return await self._store.write(op)
 
@@ -188,8 +238,8 @@ class SessionIndex:
             session_id = _new_id(msg)
             ops.create_session(conn, session_id, msg.platform, model=model, user_id=msg.user_id, started_at=now)
             _bind(conn, key, session_id, msg, now)
-            _apply_pending_title(conn, key, session_id)
-            return Binding(key, session_id, created=True, previous_session_id=previous)
+            note = _apply_pending_title(conn, key, session_id, now)
+            return Binding(key, session_id, created=True, previous_session_id=previous, title_note=note)
 
         return await self._store.write(op)
 
@@ -203,18 +253,74 @@ class SessionIndex:
         ))
 
     async def queue_title(self, key: str, title: str) -> None:
-        """Hold a title for the session this key has not started yet."""
+        """Hold a title for the session this key has not started yet. It reserves
+        nothing (whoever starts a session with the name first gets it) and expires
+        after ``PENDING_TITLE_TTL``; expired ones are swept here, where they arise."""
         now = time.time()
-        await self._store.write(
-            lambda c: c.execute(
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM gateway_pending_titles WHERE created_at < ?", (now - PENDING_TITLE_TTL,))
+            conn.execute(
                 "INSERT INTO gateway_pending_titles (session_key, title, created_at) VALUES (?, ?, ?) "
                 "ON CONFLICT(session_key) DO UPDATE SET title = excluded.title, created_at = excluded.created_at",
                 (key, title, now),
             )
-        )
+
+        await self._store.write(op)
 
     async def pending_title(self, key: str) -> str | None:
+        cutoff = time.time() - PENDING_TITLE_TTL
         row = await self._store.read(
-            lambda c: c.execute("SELECT title FROM gateway_pending_titles WHERE session_key = ?", (key,)).fetchone()
+            lambda c: c.execute(
+                "SELECT title FROM gateway_pending_titles WHERE session_key = ? AND created_at >= ?", (key, cutoff)
+            ).fetchone()
         )
         return None if row is None else str(row["title"])
+
+    async def forget_pending_title(self, key: str) -> None:
+        """Drop a queued title whose chat ended (a terminal chat closes with its connection)."""
+        await self._store.write(
+            lambda c: c.execute("DELETE FROM gateway_pending_titles WHERE session_key = ?", (key,))
+        )
+
+    # ------------------------------------------------------------- handoff
+
+    async def bind_for_handoff(self, key: str, session_id: str, msg: InboundMessage) -> PriorBinding:
+        """``rebind``, returning what the key pointed at before (for ``restore``)."""
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> PriorBinding:
+            row = conn.execute(
+                "SELECT session_id, updated_at FROM gateway_session_index WHERE session_key = ?", (key,)
+            ).fetchone()
+            remembered = conn.execute(
+                "SELECT 1 FROM gateway_session_bindings WHERE session_key = ? AND session_id = ?", (key, session_id)
+            ).fetchone() is not None
+            ops.reopen_session(conn, session_id)
+            _bind(conn, key, session_id, msg, now)
+            if row is None:
+                return PriorBinding(None, None, remembered)
+            return PriorBinding(str(row["session_id"]), float(row["updated_at"]), remembered)
+
+        return await self._store.write(op)
+
+    async def restore(self, key: str, session_id: str, prior: PriorBinding) -> bool:
+        """Undo ``bind_for_handoff`` if the key still points at ``session_id``: back to the
+        session it had (as it was), or unbound when it had none. True if anything changed."""
+
+        def op(conn: sqlite3.Connection) -> bool:
+            if not prior.remembered:  # this chat never had the session: it gains no claim on it
+                conn.execute("DELETE FROM gateway_session_bindings WHERE session_key = ? AND session_id = ?",
+                             (key, session_id))
+            if prior.session_id is None:
+                cur = conn.execute("DELETE FROM gateway_session_index WHERE session_key = ? AND session_id = ?",
+                                   (key, session_id))
+            else:
+                cur = conn.execute(
+                    "UPDATE gateway_session_index SET session_id = ?, updated_at = ? "
+                    "WHERE session_key = ? AND session_id = ?",
+                    (prior.session_id, prior.updated_at, key, session_id),
+                )
+            return cur.rowcount == 1
+
+        return bool(await self._store.write(op))

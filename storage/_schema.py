@@ -298,6 +298,32 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             "WHERE state IN ('pending', 'claimed')",
         ),
     ),
+    Migration(
+        14,
+        "where each session has lived: the keys it was ever bound to",
+        (
+            # The routing index keeps only a key's current session; /resume needs
+            # to know which chats a session belongs to after the chat moved on
+            # (/new, /handoff), so every binding is remembered here.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_session_bindings (
+                session_key TEXT NOT NULL,
+                session_id TEXT NOT NULL,
+                platform TEXT NOT NULL,
+                user_id TEXT,
+                first_bound_at REAL NOT NULL,
+                PRIMARY KEY (session_key, session_id)
+            ) WITHOUT ROWID
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_session_bindings_session ON gateway_session_bindings(session_id)",
+            # What is known of the past: current bindings, and where replies of a session went.
+            "INSERT OR IGNORE INTO gateway_session_bindings (session_key, session_id, platform, user_id, "
+            "first_bound_at) SELECT session_key, session_id, platform, user_id, created_at FROM gateway_session_index",
+            "INSERT OR IGNORE INTO gateway_session_bindings (session_key, session_id, platform, user_id, "
+            "first_bound_at) SELECT session_key, session_id, platform, NULL, MIN(created_at) FROM gateway_outbound "
+            "WHERE session_key IS NOT NULL AND session_id IS NOT NULL GROUP BY session_key, session_id, platform",
+        ),
+    ),
 )
 
 

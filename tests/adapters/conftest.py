@@ -59,9 +59,12 @@ class RunningTelegram:
         return await asyncio.wait_for(reached(), timeout)
 
     async def health(self) -> dict[str, Any]:
-        resp = await self.http.get("/healthz")
-        body: dict[str, Any] = resp.json()
-        body["http_status"] = resp.status_code
+        """/healthz's body (the runner's adapter states) with /readyz's verdict as ``ready_status``.
+
+        /healthz itself is liveness (200 while the loop answers), so whether the
+        daemon is fit to serve is /readyz's status code."""
+        body: dict[str, Any] = (await self.http.get("/healthz")).json()
+        body["ready_status"] = (await self.http.get("/readyz")).status_code
         return body
 
 

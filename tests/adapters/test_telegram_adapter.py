@@ -348,7 +348,7 @@ async def test_409_three_times_then_ok_recovers(
     fake.conflict_next_poll(3)
     async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
         health = await gw.health()
-        assert health["adapters"]["telegram"] == "connected" and health["http_status"] == 200
+        assert health["adapters"]["telegram"] == "connected" and health["ready_status"] == 200
         await fake.user_says("are you there?")
         sent = await fake.wait_sent(1, timeout=WAIT)
         assert texts(sent) == ["echo: are you there?"]
@@ -365,7 +365,7 @@ async def test_409_forever_reports_failed_in_health(
                                     wait_for=("connected", "failed")) as gw:
         assert gw.state() == "failed"
         health = await gw.health()
-        assert health["http_status"] == 503 and health["adapters"]["telegram"] == "failed"
+        assert health["ready_status"] == 503 and health["adapters"]["telegram"] == "failed"
         assert health["adapters"]["api-server"] == "connected"
         assert "another" in (gw.gateway.adapter_states["telegram"].last_error or "").lower()
         calls = len(fake.calls_to("getUpdates"))
@@ -384,7 +384,7 @@ async def test_409_after_polling_was_healthy_shows_restarting_then_recovers(
         fake.conflict_next_poll(2)  # a second poller appears
         await fake.user_says("one")  # ends the parked poll; the next ones conflict
         assert await gw.wait_state("restarting") == "restarting"  # never "connected" while deaf
-        assert (await gw.health())["http_status"] == 503
+        assert (await gw.health())["ready_status"] == 503
         assert await gw.wait_state("connected") == "connected"
         # "one" may be fetched only by the recovered poller: let its turn finish first, so
         # "two" is not queued behind it (a "queued" notice is not what this test is about).
@@ -412,7 +412,7 @@ async def test_a_second_daemon_on_the_same_token_is_reported(
             await asyncio.wait_for(someone_failed(), 30)
             loser = first if first.state() == "failed" else second
             health = await loser.health()
-            assert health["http_status"] == 503 and health["adapters"]["telegram"] == "failed"
+            assert health["ready_status"] == 503 and health["adapters"]["telegram"] == "failed"
             error = loser.gateway.adapter_states["telegram"].last_error or ""
             assert "another" in error.lower() and "TELEGRAM_BOT_TOKEN" in error
             assert fake.token not in error

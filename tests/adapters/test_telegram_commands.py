@@ -9,6 +9,7 @@ from typing import Any
 
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
+from tests.gateway.test_cli_chat import chat as terminal_chat
 
 from .conftest import RunningTelegram, run_telegram_gateway
 
@@ -80,7 +81,7 @@ async def test_every_command_in_a_telegram_dm(tmp_path: Path, fake_openai: FakeO
         assert f"Session: {sid}" in await command(fake, "/status@" + fake.bot_username)
         assert "Morning notes (current) — good morning" in await command(fake, "/sessions")
         assert "Nothing is waiting" in await command(fake, "/queue")
-        assert "compress" in (await command(fake, "/compress")).lower()
+        assert await command(fake, "/compress") == "This session is still short; there is nothing to compress yet."
         assert "Nothing is running" in await command(fake, "/stop")
         assert (await command(fake, "/handoff")).startswith("Usage: /handoff <platform>")
         assert "no home channel yet" in await command(fake, "/handoff telegram")
@@ -230,3 +231,97 @@ async def test_handoff_when_the_topic_cannot_be_created(
         assert fake.topics(forum) == {}
         assert (await api(gw, "/handoff telegram")).startswith("Handoff complete")
         assert len(fake.topics(forum)) == 1
+
+
+async def test_a_group_without_topics_is_refused_as_a_handoff_home(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    """Its "thread" would be a seed message that later messages do not carry: refused up front."""
+    fake = fake_telegram
+    group = fake.supergroup("Plain group")
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
+        home = await command(fake, "/sethome", chat=group)
+        assert "Home channel of telegram set to Plain group" in home
+        assert "Note: /handoff telegram will be refused here: the Telegram home channel is a group without " \
+               "topics" in home
+        await api(gw, "keep this")
+        sid = bound(gw.db_path, "agent:main:api-server:dm:alice")
+        refused = await api(gw, "/handoff telegram")
+        assert refused.startswith("⚠️ Cannot hand off to telegram: the Telegram home channel is a group without topics")
+        assert "Turn on Topics" in refused and "/sethome in your private chat with the bot" in refused
+        assert rows(gw.db_path, "SELECT COUNT(*) FROM gateway_handoffs") == [(0,)]
+        assert [m for m in fake.sent if m["chat_id"] == group["id"]][1:] == []  # no seed message, nothing
+        assert bound(gw.db_path, "agent:main:api-server:dm:alice") == sid
+
+
+async def test_handoff_with_per_user_thread_sessions_keys_the_topic_like_its_messages(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake = fake_telegram
+    uid = fake.user["id"]
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url,
+                                    config={"gateway": {"thread_sessions_per_user": True}}) as gw:
+        forum = await _set_forum_home(fake)
+        await api(gw, "remember the number 7")
+        sid = bound(gw.db_path, "agent:main:api-server:dm:alice")
+        assert (await api(gw, "/handoff telegram")).startswith("Handoff complete")
+        thread, _ = _new_topic(fake, forum)
+        await fake.wait_sent(1, timeout=WAIT, match=in_place(forum["id"], thread))
+        # The key of the one who set the home, in that topic: what their messages there get.
+        key = f"agent:main:telegram:group:{forum['id']}:{thread}:{uid}"
+        assert rows(gw.db_path, "SELECT target_key FROM gateway_handoffs") == [(key,)]
+        assert bound(gw.db_path, key) == sid
+        assert await command(fake, "and the number?", chat=forum, thread=thread) == "echo: and the number?"
+        last = rows(gw.db_path, "SELECT session_id, content FROM messages ORDER BY id DESC LIMIT 1")
+        assert last == [(sid, "echo: and the number?")]
+
+
+async def test_a_redelivered_update_gets_its_notice_once(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake = fake_telegram
+    uid = fake.user["id"]
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url):
+        photo_only = await fake.user_says("")  # no text, no caption
+        await fake.wait_sent(1, timeout=WAIT, match=in_place(uid))
+        await fake.redeliver(photo_only)
+        # Updates of one chat are handled in order: once /status is answered, the redelivery was too.
+        assert "Session: none yet" in await command(fake, "/status")
+        notices = [m for m in fake.sent if m["chat_id"] == uid and "only read text" in shown(m)]
+        assert len(notices) == 1
+
+
+async def test_handoff_from_the_terminal_to_a_telegram_topic_and_back(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    """`hermes-gateway chat` (a real subprocess on the control socket) hands its session to the
+    forum home; the topic continues it; `/resume <title>` in a later terminal brings it back."""
+    fake = fake_telegram
+    home = tmp_path / "h"
+    async with run_telegram_gateway(home, fake, fake_openai.base_url) as gw:
+        forum = await _set_forum_home(fake)
+        done = await terminal_chat(home, "remember the number 42\n/title Forty two\n/handoff telegram\nnot sent\n")
+        assert done.code == 0, done
+        assert "echo: remember the number 42" in done.out
+        assert "Handoff complete: handed off to telegram." in done.out and "/resume Forty two" in done.out
+        assert "not sent" not in done.out
+        [(sid, title)] = rows(gw.db_path, "SELECT id, title FROM sessions WHERE source = 'cli'")
+        assert title == "Forty two"
+        thread, name = _new_topic(fake, forum)
+        assert name == "Hermes — Forty two"
+        [summary] = await fake.wait_sent(1, timeout=WAIT, match=in_place(forum["id"], thread))
+        assert shown(summary).startswith('echo: [This session ("Forty two") was just handed off from cli')
+        topic_key = f"agent:main:telegram:group:{forum['id']}:{thread}"
+        assert bound(gw.db_path, topic_key) == sid
+        # The next real message in the topic continues the same session.
+        assert await command(fake, "what was the number?", chat=forum, thread=thread) == "echo: what was the number?"
+        assert rows(gw.db_path, "SELECT session_id FROM messages ORDER BY id DESC LIMIT 2") == [(sid,), (sid,)]
+        # A new terminal gets it back by its title.
+        back = await terminal_chat(home, "/resume Forty two\nstill there?\n")
+        assert back.code == 0, back
+        assert back.out.splitlines()[0].startswith('↻ Resumed session "Forty two" (6 messages)')
+        assert back.out.splitlines()[1] == "echo: still there?"
+        contents = [r[0] for r in rows(gw.db_path, "SELECT content FROM messages WHERE session_id = ? ORDER BY id",
+                                       sid)]
+        assert contents[0] == "remember the number 42" and contents[-2:] == ["still there?", "echo: still there?"]
+        assert len(contents) == 8

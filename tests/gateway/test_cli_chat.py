@@ -241,3 +241,40 @@ async def test_recap_shows_tool_calls_and_shortens_long_turns(gateway_home: Path
     assert lines[2] == "  ◆ [1 tool call: web_search]"
     assert lines[3] == "  ◆ Here is what I found."
     assert "results" not in done.out  # tool output is not part of the recap
+
+
+async def test_a_title_queued_in_a_terminal_that_quit_blocks_nothing(
+    gateway_home: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with run_gateway(gateway_home, fake_openai.base_url) as gw:
+        quit_early = await chat(gateway_home, "/title Desk work\n/quit\n")
+        assert quit_early.code == 0 and 'Title "Desk work" saved' in quit_early.out
+        cli = gw.gateway.services.adapters["cli"] if gw.gateway.services else None
+        assert isinstance(cli, CliAdapter)
+        await until(lambda: cli.open_chats == 0, "the daemon closed that terminal's chat")
+        # That terminal's chat is gone for good: so is its queued title.
+        assert rows(gw.db_path, "SELECT COUNT(*) FROM gateway_pending_titles") == [(0,)]
+        later = await chat(gateway_home, "/title Desk work\nfirst words\n")
+        assert later.code == 0, later
+        assert [s[2] for s in cli_sessions(gw.db_path)] == ["Desk work"]
+
+
+async def test_resume_inside_the_terminal_follows_the_login_not_the_connection(
+    gateway_home: Path, fake_openai: FakeOpenAI
+) -> None:
+    """Every terminal connection is a new chat; the owner of terminal sessions is the login.
+    Sessions that lived elsewhere (a chat platform) are not the terminal's to resume."""
+    async with run_gateway(gateway_home, fake_openai.base_url, env=ALLOW) as gw:
+        assert (await chat(gateway_home, "about the roof\n/title Roof repair\n")).code == 0
+        await gw.chat.say("phone only", user="u1")
+        await gw.chat.wait_sent(1, chat="u1")
+        await gw.chat.say("/title Phone notes", user="u1")
+        await gw.chat.wait_sent(2, chat="u1")
+        done = await chat(gateway_home, "/resume Roof repair\nmore roof\n/resume Phone notes\n")
+        assert done.code == 0, done
+        lines = done.out.splitlines()
+        assert lines[0].startswith('↻ Resumed session "Roof repair" (2 messages)')
+        assert lines[1] == "echo: more roof"
+        assert lines[2] == ("⚠️ /resume refused: that session belongs to a different user or chat. "
+                            "You can only resume sessions from this chat.")
+        assert "phone only" not in done.out

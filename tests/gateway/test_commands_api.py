@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
 from adapters.base import ChatType
+from gateway.session_index import PENDING_TITLE_TTL
 from tests.fakes.openai_server import FakeOpenAI
 
 from ._chat_adapter import ChatAdapter
@@ -110,12 +112,43 @@ async def test_title_before_the_first_message_is_applied_on_creation(
         assert 'Title "Early bird" saved' in reply
         assert rows(run.db_path, "SELECT title FROM sessions") == []
         assert 'titled "Early bird"' in await say(run, "/title")
-        # Another chat cannot queue the same name meanwhile.
-        assert "already in use" in await say(run, "/title Early bird", user="bob")
-        await say(run, "first message")
+        # A queued title reserves nothing: another chat may queue it too; the first session to start wins.
+        assert 'Title "Early bird" saved' in await say(run, "/title Early bird", user="bob")
+        assert await say(run, "first message") == "echo: first message"
         sid = bound(run.db_path, key_of("alice"))
         assert rows(run.db_path, "SELECT title FROM sessions WHERE id = ?", sid) == [("Early bird",)]
+        # Bob was told it was saved: his first reply says it could not be applied, and why.
+        late = await say(run, "me too", user="bob")
+        assert late.startswith("echo: me too\n\n⚠️ The title \"Early bird\" you set with /title is now used by "
+                               "another session")
+        assert "/title Early bird #2" in late
+        bobs = bound(run.db_path, key_of("bob"))
+        assert rows(run.db_path, "SELECT title FROM sessions WHERE id = ?", bobs) == [(None,)]
         assert rows(run.db_path, "SELECT COUNT(*) FROM gateway_pending_titles") == [(0,)]
+        # Only the first reply carries the note.
+        assert await say(run, "again", user="bob") == "echo: again"
+
+
+async def test_queued_titles_expire(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    async with run_gateway(gateway_home, fake_openai.base_url) as run:
+        conn = sqlite3.connect(run.db_path)  # a second writer, as another process would be
+        try:
+            old = time.time() - PENDING_TITLE_TTL - 60
+            conn.executemany("INSERT INTO gateway_pending_titles (session_key, title, created_at) VALUES (?, ?, ?)",
+                             [(key_of("alice"), "Stale", old), ("agent:main:cli:dm:term-gone", "Left behind", old)])
+            conn.commit()
+        finally:
+            conn.close()
+        assert "No session yet. Usage" in await say(run, "/title")  # expired: not shown, not applied
+        assert 'Title "Left behind" saved' in await say(run, "/title Left behind", user="bob")
+        # Queuing swept the expired rows.
+        assert rows(run.db_path, "SELECT session_key, title FROM gateway_pending_titles") == [
+            (key_of("bob"), "Left behind")
+        ]
+        assert await say(run, "hello") == "echo: hello"
+        assert rows(run.db_path, "SELECT title FROM sessions WHERE id = ?", bound(run.db_path, key_of("alice"))) == [
+            (None,)
+        ]
 
 
 async def test_titles_are_unique_and_cleaned(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
@@ -167,7 +200,7 @@ async def test_resume_by_id_prefix_and_ambiguous_prefix(gateway_home: Path, fake
         ambiguous = await say(run, f"/resume {common}")
         assert "matches 2 sessions" in ambiguous and first in ambiguous and second in ambiguous
         assert bound(run.db_path, key_of("alice")) == first
-        assert "No session found" in await say(run, "/resume 1999_nothing")
+        assert "No session of this chat matches" in await say(run, "/resume 1999_nothing")
         assert await say(run, f"/resume {second}") == f"↻ Resumed session {second} (2 messages). " \
             "The conversation continues from there."
 
@@ -179,15 +212,80 @@ async def test_resume_refuses_another_chats_session(gateway_home: Path, fake_ope
         theirs = bound(run.db_path, key_of("alice"))
         await say(run, "hi", user="mallory")
         mine = bound(run.db_path, key_of("mallory"))
-        for how in (theirs, theirs[:-1], "Alice private"):
+        for how in (theirs, "Alice private"):
             reply = await say(run, f"/resume {how}", user="mallory")
-            assert "refused" in reply and "different user or chat" in reply, reply
+            assert reply == ("⚠️ /resume refused: that session belongs to a different user or chat. "
+                             "You can only resume sessions from this chat."), reply
+        # A prefix only ever matches among one's own sessions: someone else's is "not found".
+        reply = await say(run, f"/resume {theirs[:-1]}", user="mallory")
+        assert reply.startswith("No session of this chat matches") and "private" not in reply.lower()
+        assert theirs not in reply
         assert bound(run.db_path, key_of("mallory")) == mine
         # A prefix shared with someone else's session resolves among one's own only.
         reply = await say(run, f"/resume {theirs[:8]}", user="mallory")
         assert reply.startswith(f"📌 Already on session {mine}")
         listing = await say(run, "/sessions", user="mallory")
         assert theirs not in listing and "Alice private" not in listing
+
+
+async def test_a_prefix_resolves_among_ones_own_sessions_however_many_others_share_it(
+    gateway_home: Path, fake_openai: FakeOpenAI
+) -> None:
+    async with run_gateway(gateway_home, fake_openai.base_url) as run:
+        await say(run, "one", user="mallory")
+        first = bound(run.db_path, key_of("mallory"))
+        assert first is not None
+        prefix = first[:17]  # date, time and the first hex digit
+        # Twelve newer sessions of someone else share the prefix (more than any lookup limit).
+        conn = sqlite3.connect(run.db_path)
+        try:
+            now = time.time()
+            foreign = [f"{prefix}{n:07x}" for n in range(12)]
+            conn.executemany(
+                "INSERT INTO sessions (id, source, user_id, started_at, title) VALUES (?, 'api-server', 'alice', ?, ?)",
+                [(sid, now + n, f"Alice secret {n}") for n, sid in enumerate(foreign)],
+            )
+            conn.commit()
+        finally:
+            conn.close()
+        reply = await say(run, f"/resume {prefix}", user="mallory")
+        assert reply.startswith(f"📌 Already on session {first}"), reply  # resolved to one's own
+        assert not any(sid in reply for sid in foreign) and "Alice" not in reply
+        # Two of one's own share a shorter prefix: the candidates listed are one's own only.
+        await say(run, "/new", user="mallory")
+        await say(run, "two", user="mallory")
+        second = bound(run.db_path, key_of("mallory"))
+        assert second is not None and second[:9] == first[:9]
+        ambiguous = await say(run, f"/resume {first[:9]}", user="mallory")
+        assert "matches 2 sessions" in ambiguous and first in ambiguous and second in ambiguous
+        assert not any(sid in ambiguous for sid in foreign)
+
+
+async def test_a_session_is_resumable_only_where_it_lived(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    """Same chat, and the same person where the chat is per person: a DM session cannot be
+    pulled into a group (its replies would be public), nor one member's group session by another."""
+    chat = ChatAdapter()
+    async with run_gateway(gateway_home, fake_openai.base_url, chat=chat, env={"TESTCHAT_ALLOWED_USERS": "u1,u2"}):
+        async def in_chat(text: str, *, user: str = "u1", room: str | None = None) -> str:
+            where = room or user
+            before = len(chat.to(where))
+            await chat.say(text, user=user, chat=room, chat_type=ChatType.GROUP if room else ChatType.DM)
+            return (await chat.wait_sent(before + 1, chat=where))[before].text
+
+        await in_chat("private matters")
+        await in_chat("/title Private notes")
+        await in_chat("group matters", room="room")
+        await in_chat("/title Group notes", room="room")
+        refused = "⚠️ /resume refused: that session belongs to a different user or chat."
+        assert (await in_chat("/resume Private notes", room="room")).startswith(refused)
+        assert "Private notes" not in await in_chat("/sessions", room="room")
+        assert (await in_chat("/resume Group notes", user="u2", room="room")).startswith(refused)
+        assert (await in_chat("/resume Group notes")).startswith(refused)  # nor the group's into the DM
+        # Where it lived, it comes back, also after the chat moved on.
+        await in_chat("/new", room="room")
+        assert (await in_chat("/resume Group notes", room="room")).startswith('↻ Resumed session "Group notes"')
+        await in_chat("/new")
+        assert (await in_chat("/resume Private notes")).startswith('↻ Resumed session "Private notes"')
 
 
 async def test_cross_user_resume_when_configured(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
@@ -265,10 +363,34 @@ async def test_handoff_over_http_to_a_home_without_threads(gateway_home: Path, f
         assert done.endswith(f"/resume {title}")
         summary = (await chat.wait_sent(2, chat="room"))[1]
         assert summary.text.startswith("echo: [This session") and title in summary.text
-        assert rows(run.db_path, "SELECT state, target_key FROM gateway_handoffs") == [
-            ("completed", "agent:main:testchat:group:room")
-        ]
-        assert bound(run.db_path, "agent:main:testchat:group:room") == sid
+        # No thread: the session is the key of the one who chose the home, which their
+        # own messages in that group get (the reference's Limitation for such homes).
+        room_u1 = "agent:main:testchat:group:room:u1"
+        assert rows(run.db_path, "SELECT state, target_key FROM gateway_handoffs") == [("completed", room_u1)]
+        assert bound(run.db_path, room_u1) == sid
         assert bound(run.db_path, key_of("alice")) is None  # the source starts afresh
+        # The next real message there continues the session, with its history.
+        await chat.say("and the hotel?", user="u1", chat="room", chat_type=ChatType.GROUP)
+        assert (await chat.wait_sent(3, chat="room"))[2].text == "echo: and the hotel?"
+        assert rows(run.db_path, "SELECT content FROM messages WHERE session_id = ? ORDER BY id", sid)[0] == (
+            "plan the trip",
+        )
+        assert rows(run.db_path, "SELECT content FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT 1",
+                    sid) == [("echo: and the hotel?",)]
+        assert any(m.get("content") == "plan the trip" for m in fake_openai.chat_requests[-1].body["messages"])
         assert (await say(run, f"/resume {title}")).startswith(f'↻ Resumed session "{title}"')
         assert bound(run.db_path, key_of("alice")) == sid
+
+
+async def test_a_redelivered_message_gets_its_notice_only_once(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    """Dedupe comes before every notice: a retried request (same Idempotency-Key) that was
+    already answered with "too long" or "text only" is a duplicate, not a second notice."""
+    async with run_gateway(gateway_home, fake_openai.base_url) as run:
+        for key, text, notice in (("k-long", "y" * 40_000, "That message is too long (40000 characters"),
+                                  ("k-blank", "   ", "I can only read text messages")):
+            body = {"model": "x", "messages": [{"role": "user", "content": text}], "user": "alice"}
+            first = await run.http.post("/v1/chat/completions", headers={"Idempotency-Key": key}, json=body)
+            assert first.status_code == 200 and first.json()["choices"][0]["message"]["content"].startswith(notice)
+            again = await run.http.post("/v1/chat/completions", headers={"Idempotency-Key": key}, json=body)
+            assert again.status_code == 409, again.text
+        assert fake_openai.chat_requests == []

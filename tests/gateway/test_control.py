@@ -84,6 +84,30 @@ async def test_socket_is_private_and_removed_at_stop(gateway_home: Path, fake_op
         await call(gateway_home, "ping")
 
 
+async def test_the_socket_is_private_without_touching_the_process_umask(
+    gateway_home: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Other threads may create files while the daemon starts: the process umask is never
+    changed, even briefly, and the socket is 0600 under the most permissive umask."""
+    real_umask = os.umask
+    changes: list[int] = []
+
+    def watched_umask(mask: int) -> int:
+        changes.append(mask)
+        return real_umask(mask)
+
+    previous = real_umask(0)  # nothing masked: only the daemon's own chmod can make the socket private
+    monkeypatch.setattr(os, "umask", watched_umask)
+    try:
+        async with run_gateway(gateway_home, fake_openai.base_url):
+            st = os.lstat(socket_path(gateway_home))
+            assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o600
+            assert (await call(gateway_home, "ping"))["pong"] is True
+    finally:
+        real_umask(previous)
+    assert changes == []
+
+
 def leave_dead_socket(home: Path) -> Path:
     """What a killed daemon leaves behind: a socket file nobody listens on."""
     home.mkdir(parents=True)
@@ -130,7 +154,9 @@ async def test_ping_and_status(gateway_home: Path, fake_openai: FakeOpenAI) -> N
         assert status["pid"] == os.getpid()
         assert status["uptime_seconds"] >= 0
         assert set(status["adapters"]) == {"api-server", "testchat", "cli"}
-        assert status["adapters"]["cli"] == {"state": "connected", "restarts": 0, "last_error": None}
+        # The same snapshot as gateway.state.json: readiness in "state", the runner's view in "supervision".
+        assert status["adapters"]["cli"] == {"supervision": "connected", "state": "live", "reason": None,
+                                             "restarts": 0, "last_error": None}
         assert status["turns"] == {"running": 0, "waiting": 0}
         assert {"queue_depth", "commits", "busy_retries"} <= set(status["storage"])
         with pytest.raises(ControlError) as info:

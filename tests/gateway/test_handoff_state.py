@@ -52,18 +52,40 @@ async def test_a_timeout_fails_an_unclaimed_handoff_and_the_claim_then_loses(sto
     assert await _state(store, hid) == ("failed", "timed out waiting")
 
 
-async def test_the_race_in_one_statement_order_either_way(store: StateStore, db_path: Any) -> None:
-    """Two writers of state.db (ours and a second process) race; exactly one wins."""
+@pytest.mark.parametrize("first", ["claim", "timeout"])
+@pytest.mark.parametrize("other_process_does", ["claim", "timeout"])
+async def test_the_race_in_one_statement_order_either_way(
+    store: StateStore, db_path: Any, first: str, other_process_does: str
+) -> None:
+    """The claim and the pending timeout race from two writers of state.db (our writer and a
+    second process), in either order: whichever commits first wins, the other changes nothing,
+    and a timeout that comes second never fails the claimed row."""
     hid = await _new(store)
-    other = sqlite3.connect(db_path, isolation_level=None)
-    try:
-        other.execute("BEGIN IMMEDIATE")
-        assert rows.claim(other, hid) is True
-        other.execute("COMMIT")
-    finally:
-        other.close()
-    assert await store.write(lambda c: rows.fail_if_pending(c, hid, "timed out")) is False
-    assert await _state(store, hid) == ("claimed", None)
+    moves = {
+        "claim": lambda c: rows.claim(c, hid),
+        "timeout": lambda c: rows.fail_if_pending(c, hid, "timed out"),
+    }
+
+    def in_other_process(step: str) -> bool:
+        other = sqlite3.connect(db_path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            moved = bool(moves[step](other))
+            other.execute("COMMIT")
+        finally:
+            other.close()
+        return moved
+
+    async def run(step: str) -> bool:
+        if step == other_process_does:
+            return in_other_process(step)
+        return bool(await store.write(moves[step]))
+
+    second = "timeout" if first == "claim" else "claim"
+    assert await run(first) is True
+    assert await run(second) is False
+    expected = ("claimed", None) if first == "claim" else ("failed", "timed out")
+    assert await _state(store, hid) == expected
 
 
 async def test_one_live_handoff_per_session_and_failed_rows_free_it(store: StateStore) -> None:
