@@ -295,6 +295,11 @@ class GatewayConfig(_Section):
     delivery_recovery_minutes: float = Field(default=60.0, ge=0)
     sweep_interval_seconds: float = Field(default=300.0, gt=0)
     busy_ack: bool = True
+    #: the typing indicator starts once a turn has run this long (a quicker answer needs
+    #: none, and each indicator is one more platform API call), then repeats every
+    #: typing_interval seconds until the answer is sent
+    typing_delay: float = Field(default=0.5, ge=0)
+    typing_interval: float = Field(default=4.0, gt=0)
 
 
 class LoggingConfig(_Section):

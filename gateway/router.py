@@ -36,7 +36,6 @@ AgentMaker = Callable[[Services, TurnRequest], Agent]
 MemoryFlush = Callable[[Services, str], Awaitable[None]]
 
 QUEUED_ACK = "⏳ Queued — I'll answer after the current reply."
-TYPING_INTERVAL = 4.0
 MAX_INPUT_CHARS = 32_000
 
 
@@ -283,10 +282,12 @@ class Router:
         adapter = self.services.adapters.get(msg.platform)
         if adapter is None:
             return
+        g = self.services.config.settings.gateway
+        await asyncio.sleep(g.typing_delay)
         while True:
             with contextlib.suppress(Exception):
                 await adapter.send_typing(msg.chat_id, msg.thread_id)
-            await asyncio.sleep(TYPING_INTERVAL)
+            await asyncio.sleep(g.typing_interval)
 
     # ------------------------------------------------------------------ output
 

@@ -34,6 +34,7 @@ from storage import AutoPruneSettings, StateStore, WriterSettings
 
 from ._sdnotify import SdNotifier
 from ._shutdown import disconnect_all
+from ._transport import AiohttpTransport
 from .auth import Authorizer
 from .builtin_commands import register_builtin_commands
 from .commands import CommandRegistry
@@ -260,7 +261,9 @@ class Gateway:
             )
         telegram = self.config.settings.platforms.telegram
         if telegram.active:
-            adapters["telegram"] = TelegramAdapter(telegram_settings(telegram))
+            adapters["telegram"] = TelegramAdapter(
+                telegram_settings(telegram), transport=lambda n: AiohttpTransport(max_connections=n)
+            )
         slack = self.config.settings.platforms.slack
         if slack.active:
             adapters["slack"] = SlackAdapter(slack_settings(slack))
@@ -335,7 +338,7 @@ class Gateway:
                 AutoPruneSettings(s.auto_prune, s.retention_days, s.vacuum_after_prune, s.min_interval_hours)
             )
             adapters = self._build_adapters()
-            client = ModelClient(model_settings(self.config))
+            client = ModelClient(model_settings(self.config), transport=AiohttpTransport())
             registry = CommandRegistry()
             register_builtin_commands(registry)
             register_chat_commands(registry)

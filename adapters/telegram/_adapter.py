@@ -51,6 +51,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
+import httpx
 import structlog
 from aiohttp import web
 from telegram import Bot, ReplyParameters, Update
@@ -201,9 +202,17 @@ class TelegramAdapter(Adapter):
     max_message_length = 4096  # UTF-16 code units
     supports_recovery = True
 
-    def __init__(self, settings: TelegramSettings) -> None:
+    def __init__(
+        self,
+        settings: TelegramSettings,
+        *,
+        transport: Callable[[int], httpx.AsyncBaseTransport] | None = None,
+    ) -> None:
+        """``transport(max_connections)`` builds the httpx transport of each Bot API
+        connection pool (None: httpx's own). The daemon passes a cheaper one."""
         super().__init__()
         self.settings = settings
+        self._transport = transport
         self._bot: _Bot | None = None
         self._init_lock = asyncio.Lock()
         self._me: BotIdentity | None = None
@@ -258,10 +267,16 @@ class TelegramAdapter(Adapter):
                 write_timeout=s.request_timeout,
                 connect_timeout=10.0,
                 pool_timeout=s.request_timeout,
+                httpx_kwargs=self._httpx_kwargs(s.connection_pool_size),
             ),
             # Two: a poll abandoned by the watchdog may still hold one until it is torn down.
-            get_updates_request=HTTPXRequest(connection_pool_size=2, connect_timeout=10.0, pool_timeout=10.0),
+            get_updates_request=HTTPXRequest(connection_pool_size=2, connect_timeout=10.0, pool_timeout=10.0,
+                                             httpx_kwargs=self._httpx_kwargs(2)),
         )
+
+    def _httpx_kwargs(self, pool_size: int) -> dict[str, Any] | None:
+        # A custom transport replaces httpx's pool, so it gets the pool size itself.
+        return {"transport": self._transport(pool_size)} if self._transport is not None else None
 
     async def _ensure_bot(self) -> _Bot:
         """The initialized bot (getMe done); re-initialized after a disconnect."""

@@ -100,6 +100,8 @@ async def run_telegram_gateway(
         "logging": {"format": "json", "level": "warning"},
         # Background model calls (titles, reviews) would race the scripted replies; tests that want them opt in.
         "agent": {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0},
+        # Typing from the first moment, so tests of quick answers see it too (the delay has its own test).
+        "gateway": {"typing_delay": 0},
     }
     for section, values in (config or {}).items():
         cfg.setdefault(section, {}).update(values)

@@ -105,7 +105,7 @@ async def run_discord_gateway(
         "storage": {"synchronous": "NORMAL"},
         "logging": {"format": "json", "level": "warning"},
         # "Queued" acks would race the answers these tests wait for.
-        "gateway": {"busy_ack": False},
+        "gateway": {"busy_ack": False, "typing_delay": 0},
     }
     for section, values in (config or {}).items():
         cfg.setdefault(section, {}).update(values)

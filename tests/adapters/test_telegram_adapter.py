@@ -99,6 +99,41 @@ async def test_dm_round_trip(tmp_path: Path, fake_openai: FakeOpenAI, fake_teleg
     assert rows(gw.db_path, "SELECT delivery_key FROM gateway_inbound_seen") == [(f"update:{update['update_id']}",)]
 
 
+def _typing_calls(fake: FakeTelegram) -> list[float]:
+    return [c.time for c in fake.calls_to("sendChatAction") if c.params.get("action") == "typing"]
+
+
+async def test_typing_shows_while_a_slow_turn_runs_and_is_refreshed(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake = fake_telegram
+    fake_openai.delay(1.5)
+    gateway = {"typing_delay": 0.2, "typing_interval": 0.3}
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url, config={"gateway": gateway}):
+        await fake.user_says("take your time")
+        await fake.wait_sent(1, timeout=WAIT)
+        replied_at = fake.calls_to("sendMessage")[0].time
+        after_reply = len(_typing_calls(fake))
+        await fake.user_says("and now quickly")  # the next turn starts typing again only after its delay
+        await fake.wait_sent(2, timeout=WAIT)
+    typing = _typing_calls(fake)
+    assert after_reply >= 2  # 1.5 s turn, first after 0.2 s, then every 0.3 s
+    assert all(t < replied_at for t in typing[:after_reply])  # none after the answer went out
+    assert typing == sorted(typing)
+
+
+async def test_a_quick_answer_sends_no_typing_indicator(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake = fake_telegram
+    # A delay no turn of an instant model reaches, whatever the machine's load.
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url,
+                                    config={"gateway": {"typing_delay": 60}}):
+        await fake.user_says("hi")
+        await fake.wait_sent(1, timeout=WAIT)
+    assert fake.calls_to("sendChatAction") == []
+
+
 async def test_group_answers_only_when_addressed(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
 ) -> None:

@@ -1,0 +1,131 @@
+"""An httpx transport that sends through aiohttp.
+
+httpx's default transport (httpcore over anyio streams) costs about 2 ms of
+CPU per request on a small VM; aiohttp's client, with its C parser, about a
+fifth of that. The gateway makes two to four HTTP calls per message (the model,
+and on Telegram the Bot API's sendChatAction, sendMessage and getUpdates), so
+the transport is most of what a message costs. Callers keep httpx's API (the
+model client, python-telegram-bot's ``HTTPXRequest``); only the bytes on the
+wire go through aiohttp.
+
+The contract of ``httpx.AsyncBaseTransport`` is kept: bodies are passed on as
+httpx encoded them, responses come back undecoded (httpx does the
+content-decoding), and aiohttp's failures are raised as the httpx exceptions
+callers already handle (``ConnectError``, ``ReadTimeout``, ...).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import urllib.request
+from types import TracebackType
+
+import aiohttp
+import certifi
+import httpx
+from yarl import URL
+
+__all__ = ["AiohttpTransport"]
+
+
+def _timeout(request: httpx.Request) -> aiohttp.ClientTimeout:
+    t = request.extensions.get("timeout") or {}
+    connect, read, pool = t.get("connect"), t.get("read"), t.get("pool")
+    # aiohttp's ``connect`` covers waiting for a pooled connection plus opening one.
+    both = None if connect is None or pool is None else connect + pool
+    return aiohttp.ClientTimeout(total=None, connect=both, sock_connect=connect, sock_read=read)
+
+
+class AiohttpTransport(httpx.AsyncBaseTransport):
+    """One aiohttp session per transport, opened on first use and again after ``aclose``.
+
+    Reopening matters: python-telegram-bot closes its client on shutdown and
+    builds a new one around the same transport when it is initialized again.
+    """
+
+    def __init__(self, *, max_connections: int = 100, trust_env: bool = True) -> None:
+        self._max_connections = max_connections
+        # HTTP(S)_PROXY / NO_PROXY, as httpx's own transport honours them. Read once: aiohttp's
+        # trust_env re-reads and re-parses the environment on every request (~1.5 ms each).
+        self._proxies = urllib.request.getproxies_environment() if trust_env else {}
+        self._proxy_for: dict[tuple[str, str], tuple[str | None, aiohttp.BasicAuth | None]] = {}
+        self._session: aiohttp.ClientSession | None = None
+        self._ssl: ssl.SSLContext | None = None
+
+    def _proxy(self, url: httpx.URL) -> tuple[str | None, aiohttp.BasicAuth | None]:
+        key = (url.scheme, url.host)
+        found = self._proxy_for.get(key)
+        if found is None:
+            found = (None, None)
+            proxy = self._proxies.get(url.scheme)
+            if proxy and not urllib.request.proxy_bypass(url.host):  # NO_PROXY; once per host
+                parsed = URL(proxy)
+                auth = aiohttp.BasicAuth(parsed.user, parsed.password or "") if parsed.user else None
+                found = (str(parsed.with_user(None)), auth)
+            self._proxy_for[key] = found
+        return found
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            if self._ssl is None:
+                # The same CA bundle httpx would have used, so behaviour does not depend on the image.
+                self._ssl = ssl.create_default_context(cafile=certifi.where())
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self._max_connections, ssl=self._ssl),
+                auto_decompress=False,  # httpx decodes Content-Encoding itself
+                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"),
+                cookie_jar=aiohttp.DummyCookieJar(),  # httpx keeps the cookies
+            )
+        return self._session
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        session = self._open()
+        body = await request.aread()
+        proxy, proxy_auth = self._proxy(request.url) if self._proxies else (None, None)
+        try:
+            async with session.request(
+                request.method,
+                str(request.url),
+                headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
+                data=body or None,
+                timeout=_timeout(request),
+                allow_redirects=False,  # httpx follows redirects when its caller asks it to
+                proxy=proxy,
+                proxy_auth=proxy_auth,
+            ) as resp:
+                content = await resp.read()
+                return httpx.Response(
+                    resp.status,
+                    headers=list(resp.raw_headers),
+                    content=content,
+                    request=request,
+                    extensions={"http_version": b"HTTP/1.1"},  # aiohttp's client speaks HTTP/1.x only
+                )
+        except aiohttp.ConnectionTimeoutError as exc:
+            raise httpx.ConnectTimeout(str(exc) or "timed out connecting", request=request) from exc
+        except aiohttp.SocketTimeoutError as exc:
+            raise httpx.ReadTimeout(str(exc) or "timed out reading the response", request=request) from exc
+        except TimeoutError as exc:  # any other timeout aiohttp raises
+            raise httpx.ReadTimeout("timed out", request=request) from exc
+        except aiohttp.ClientConnectorError as exc:
+            raise httpx.ConnectError(str(exc), request=request) from exc
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
+            raise httpx.RemoteProtocolError(str(exc) or type(exc).__name__, request=request) from exc
+        except aiohttp.ClientError as exc:
+            raise httpx.NetworkError(str(exc) or type(exc).__name__, request=request) from exc
+
+    async def aclose(self) -> None:
+        session, self._session = self._session, None
+        if session is not None and not session.closed:
+            await session.close()
+            # Let the connector's transports finish closing before the loop may stop.
+            await asyncio.sleep(0)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        await self.aclose()
