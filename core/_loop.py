@@ -13,8 +13,9 @@ import asyncio
 import contextlib
 import json
 import re
+import sqlite3
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,9 @@ log = structlog.get_logger("hermes.agent")
 
 # Left over after JSON decoding only when unpaired; SQLite and every platform refuse them.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+#: (tool iterations, tools used) of the finished turn -> an op to commit with its answer
+FinalOp = Callable[[int, set[str]], Callable[[sqlite3.Connection], None]]
 
 CANCELLED_RESULT = "Cancelled: the turn was stopped before this tool call finished. Nothing more was done."
 
@@ -144,7 +148,10 @@ class ToolLoop:
         persist: bool = True,
         model: str | None = None,
         tool_choice: str | None = None,
+        on_final: FinalOp | None = None,
     ) -> None:
+        """``on_final(tool_iterations, used_tools)`` gives bookkeeping to commit with the answer."""
+        self._on_final = on_final
         self._store = store
         self._client = client
         self._tools = tools
@@ -159,13 +166,14 @@ class ToolLoop:
     def session_id(self) -> str:
         return self._ctx.session_id
 
-    async def persist(self, message: Mapping[str, Any], usage: Mapping[str, Any] | None = None) -> int | None:
+    async def persist(self, message: Mapping[str, Any], usage: Mapping[str, Any] | None = None,
+                      also: Callable[[sqlite3.Connection], None] | None = None) -> int | None:
         """Write one message and wait for its COMMIT; a cancelled caller does not cancel the write."""
         if not self._persist_enabled:
             if usage:
                 await self._store.record_usage(self.session_id, **usage)
             return None
-        fut = asyncio.ensure_future(self._store.persist_message(self.session_id, message, usage=usage))
+        fut = asyncio.ensure_future(self._store.persist_message(self.session_id, message, usage=usage, also=also))
         self._inflight = fut
         return await asyncio.shield(fut)
 
@@ -196,7 +204,8 @@ class ToolLoop:
             out.model = reply.model or out.model
             message = self._assistant_message(reply)
             calls = message.get("tool_calls") or []
-            row = await self.persist(message, reply.usage.session_columns())
+            also = self._final_op(out) if not calls else None
+            row = await self.persist(message, reply.usage.session_columns(), also)
             if row is not None:
                 out.message_ids.append(row)
             if not calls:
@@ -223,12 +232,15 @@ class ToolLoop:
         out.exhausted = True
         out.text = budget_message(self._max)
         final = {"role": "assistant", "content": out.text, "finish_reason": "iteration_limit"}
-        row = await self.persist(final)
+        row = await self.persist(final, also=self._final_op(out))
         if row is not None:
             out.message_ids.append(row)
         conversation.append(final)
         log.warning("agent.iteration_budget_spent", limit=self._max)
         return out
+
+    def _final_op(self, out: LoopResult) -> Callable[[sqlite3.Connection], None] | None:
+        return self._on_final(out.tool_iterations, out.used_tools) if self._on_final is not None else None
 
     @staticmethod
     def _assistant_message(reply: ChatResult) -> dict[str, Any]:

@@ -9,6 +9,7 @@ conversation outlives the turn in this object.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,7 +18,7 @@ import structlog
 
 from ._loop import LoopResult, ToolLoop, repair_history
 from .errors import CompressionError, ModelContextLengthError, ModelError, ModelNotConfiguredError
-from .learning import NudgeCounters, advance
+from .learning import CounterUpdate
 from .llm import ModelClient
 from .prompt import PromptContext, build_system_prompt
 
@@ -33,7 +34,12 @@ class TranscriptStore(Protocol):
     async def load_conversation(self, session_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]: ...
 
     async def persist_message(
-        self, session_id: str, message: Mapping[str, Any], *, usage: Mapping[str, Any] | None = None
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        usage: Mapping[str, Any] | None = None,
+        also: Callable[[sqlite3.Connection], None] | None = None,
     ) -> int | None: ...
 
     async def update_system_prompt(self, session_id: str, system_prompt: str) -> None: ...
@@ -129,8 +135,11 @@ class HermesAgent:
             raise ModelNotConfiguredError(NOT_CONFIGURED_REPLY)
         conversation = [*history, user_msg]
         result = LoopResult(text="", message_ids=ids)
+        s = rt.settings
+        counters = (CounterUpdate(request.session_key, s.memory_nudge_interval, s.skill_nudge_interval)
+                    if self._nudges and (s.memory_nudge_interval or s.skill_nudge_interval) else None)
         try:
-            await self._run_loop(request, session_id, system, conversation, result)
+            await self._run_loop(request, session_id, system, conversation, result, counters)
         except ModelContextLengthError:
             # The provider counts tokens differently from our estimate: compress now and try once more,
             # on what is left of this turn's budget (``result`` counts the calls already made).
@@ -141,19 +150,22 @@ class HermesAgent:
             session_id = outcome.split.new_session_id
             session, conversation = await rt.store.load_conversation(session_id)
             system = await self._system_prompt(request, session_id, session)
-            await self._run_loop(request, session_id, system, conversation, result)
+            await self._run_loop(request, session_id, system, conversation, result, counters)
         try:
-            await self._after_turn(request, session_id, session, system, conversation, result, first_exchange)
+            await self._after_turn(request, session_id, session, system, conversation, result, first_exchange,
+                                   counters)
         except Exception:  # bookkeeping for reviews and titles must never cost the user the answer
             log.exception("agent.after_turn_failed", session_id=session_id)
         return TurnResult(text=result.text, message_ids=result.message_ids, model=result.model)
 
     async def _run_loop(self, request: TurnRequest, session_id: str, system: str,
-                        conversation: list[dict[str, Any]], result: LoopResult) -> None:
+                        conversation: list[dict[str, Any]], result: LoopResult,
+                        counters: CounterUpdate | None) -> None:
         rt = self._rt
         ctx = rt.tool_context(session_id, request.platform, user_id=request.user_id, session_key=request.session_key)
         loop = ToolLoop(rt.store, rt.client, rt.tools_for(request.platform), ctx,
-                        max_iterations=rt.settings.max_iterations)
+                        max_iterations=rt.settings.max_iterations,
+                        on_final=counters.op if counters is not None else None)
         try:
             await loop.run(system, conversation, result)
         except asyncio.CancelledError:
@@ -173,14 +185,10 @@ class HermesAgent:
 
     async def _after_turn(self, request: TurnRequest, session_id: str, session: dict[str, Any] | None,
                           system: str, conversation: list[dict[str, Any]], result: LoopResult,
-                          first_exchange: bool) -> None:
+                          first_exchange: bool, counters: CounterUpdate | None) -> None:
         rt = self._rt
-        if self._nudges:
-            counters = await NudgeCounters.load(rt.store, request.session_key)
-            due = advance(counters, tool_iterations=result.tool_iterations, used_tools=result.used_tools,
-                          memory_interval=rt.settings.memory_nudge_interval,
-                          skill_interval=rt.settings.skill_nudge_interval)
-            await counters.save(rt.store, request.session_key)
+        if counters is not None:
+            due = counters.due  # advanced in the answer's own transaction
             if due:
                 log.info("agent.review_due", memory=due.memory, skills=due.skills)
                 rt.background.spawn(

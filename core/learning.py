@@ -11,11 +11,11 @@ carry across messages, restarts and compression splits.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
-if TYPE_CHECKING:
-    from storage import StateStore
+from storage import _ops as ops
 
 MEMORY_TOOL = "memory"
 SKILL_TOOL = "skill_manage"
@@ -58,8 +58,7 @@ class NudgeCounters:
     iters_since_skill: int = 0
 
     @classmethod
-    async def load(cls, store: StateStore, session_key: str) -> NudgeCounters:
-        raw = await store.get_meta(meta_key(session_key))
+    def parse(cls, raw: str | None) -> NudgeCounters:
         if not raw:
             return cls()
         try:
@@ -68,9 +67,8 @@ class NudgeCounters:
         except (ValueError, TypeError, AttributeError):
             return cls()  # a damaged record only costs one early or late review
 
-    async def save(self, store: StateStore, session_key: str) -> None:
-        value = json.dumps({"turns_since_memory": self.turns_since_memory, "iters_since_skill": self.iters_since_skill})
-        await store.set_meta(meta_key(session_key), value)
+    def dumps(self) -> str:
+        return json.dumps({"turns_since_memory": self.turns_since_memory, "iters_since_skill": self.iters_since_skill})
 
 
 @dataclass(frozen=True)
@@ -104,3 +102,29 @@ def advance(
     if skills:
         counters.iters_since_skill = 0
     return ReviewDue(memory, skills)
+
+
+@dataclass
+class CounterUpdate:
+    """Advances one chat's counters inside the transaction that stores the turn's answer.
+
+    The bookkeeping then costs no read and no commit of its own (a turn is two
+    commits: the question and the answer), and it can never disagree with the
+    transcript: a turn whose answer was not stored was not counted. ``due``
+    says which reviews to run once that write has returned.
+    """
+
+    session_key: str
+    memory_interval: int
+    skill_interval: int
+    due: ReviewDue = field(default_factory=lambda: ReviewDue(False, False))
+
+    def op(self, tool_iterations: int, used_tools: set[str]) -> Callable[[sqlite3.Connection], None]:
+        def run(conn: sqlite3.Connection) -> None:
+            key = meta_key(self.session_key)
+            counters = NudgeCounters.parse(ops.get_meta(conn, key))
+            self.due = advance(counters, tool_iterations=tool_iterations, used_tools=used_tools,
+                               memory_interval=self.memory_interval, skill_interval=self.skill_interval)
+            ops.set_meta(conn, key, counters.dumps())
+
+        return run

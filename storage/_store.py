@@ -116,24 +116,32 @@ class StateStore:
                                          content=content, **kwargs))
 
     async def persist_message(
-        self, session_id: str, message: Mapping[str, Any], *, usage: Mapping[str, Any] | None = None
+        self,
+        session_id: str,
+        message: Mapping[str, Any],
+        *,
+        usage: Mapping[str, Any] | None = None,
+        also: Callable[[sqlite3.Connection], None] | None = None,
     ) -> int | None:
         """Persist one OpenAI-format message the moment it is produced.
 
         Returns the row id, or None for an empty assistant placeholder, which is
         never stored. There is no "flushed up to N" bookkeeping to go stale.
-        ``usage`` (token counts of the call that produced it) commits with it.
+        ``usage`` (token counts of the call that produced it) commits with it,
+        and so does ``also`` (bookkeeping that belongs to this message), even
+        when the message itself is a placeholder that is not stored.
         """
-        if is_scaffolding(message):
-            if usage:
-                await self.record_usage(session_id, **usage)
+        scaffolding = is_scaffolding(message)
+        if scaffolding and not usage and also is None:
             return None
-        cols = _ops.message_columns(message)
+        cols = None if scaffolding else _ops.message_columns(message)
 
-        def op(conn: sqlite3.Connection) -> int:
-            row_id = _ops.append_message(conn, session_id=session_id, **cols)
+        def op(conn: sqlite3.Connection) -> int | None:
+            row_id = None if cols is None else _ops.append_message(conn, session_id=session_id, **cols)
             if usage:
                 _ops.record_usage(conn, session_id, **usage)
+            if also is not None:
+                also(conn)
             return row_id
 
         return await self.write(op)

@@ -7,6 +7,9 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from core.errors import ModelError
 from core.learning import MEMORY_REVIEW_PROMPT, SKILL_REVIEW_PROMPT, meta_key
 from storage import StateStore
 from tests.fakes.openai_server import FakeOpenAI
@@ -80,6 +83,23 @@ async def test_using_the_memory_tool_resets_the_counter(store: StateStore, fake_
         await rt.background.join(30)
     assert len(fake_openai.chat_requests) == 4  # no review yet
     assert await _counters(store) == {"turns_since_memory": 1, "iters_since_skill": 1}
+
+
+async def test_a_turn_without_a_stored_answer_is_not_counted(
+    store: StateStore, db_path: Path, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    # The counters advance in the answer's own transaction: no answer, no tick.
+    await new_session(store)
+    fake_openai.reply("one")
+    fake_openai.fail(400, {"error": {"message": "bad request"}})
+    async with make_client(fake_openai) as client:
+        rt = make_runtime(store, client, tmp_path, tools=sample_tools(), memory_nudge_interval=5)
+        await rt.agent(request("first")).run_turn(request("first"))
+        assert await _counters(store) == {"turns_since_memory": 1, "iters_since_skill": 0}
+        with pytest.raises(ModelError, match="bad request"):
+            await rt.agent(request("second")).run_turn(request("second"))
+    assert await _counters(store) == {"turns_since_memory": 1, "iters_since_skill": 0}
+    assert [m["content"] for m in db_messages(db_path, "s1")] == ["first", "one", "second"]
 
 
 async def test_skill_nudge_after_tool_iterations(store: StateStore, fake_openai: FakeOpenAI, tmp_path: Path) -> None:
