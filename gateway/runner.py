@@ -261,9 +261,7 @@ class Gateway:
             )
         telegram = self.config.settings.platforms.telegram
         if telegram.active:
-            adapters["telegram"] = TelegramAdapter(
-                telegram_settings(telegram), transport=lambda n: AiohttpTransport(max_connections=n)
-            )
+            adapters["telegram"] = TelegramAdapter(telegram_settings(telegram))
         slack = self.config.settings.platforms.slack
         if slack.active:
             adapters["slack"] = SlackAdapter(slack_settings(slack))

@@ -51,7 +51,6 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
-import httpx
 import structlog
 from aiohttp import web
 from telegram import Bot, ReplyParameters, Update
@@ -67,7 +66,6 @@ from telegram.error import (
     TelegramError,
     TimedOut,
 )
-from telegram.request import HTTPXRequest
 
 from .._split import split_text
 from ..base import (
@@ -82,6 +80,7 @@ from ..base import (
 )
 from ._format import markdown_v2_budget, to_markdown_v2
 from ._inbound import PLATFORM, BotIdentity, clean_text, to_inbound
+from ._request import AiohttpRequest
 from ._settings import WEBHOOK_SECRET_HEADER, TelegramSettings
 
 __all__ = ["TelegramAdapter"]
@@ -171,9 +170,10 @@ def _is_parse_error(exc: BadRequest) -> bool:
 
 def _never_sent(exc: NetworkError) -> bool:
     """The request provably never left: a failed connect, or a client closed by a reconnect."""
-    # PTB wraps httpx errors as "httpx.<Name>: ..." and its own as "Unknown error in HTTP implementation".
+    # Our request layer (``_request``) names aiohttp's connect failures; PTB's own message says
+    # "is not initialized" for a client closed by a reconnect.
     text = exc.message
-    return "httpx.ConnectError" in text or "httpx.ConnectTimeout" in text or "is not initialized" in text
+    return any(s in text for s in ("aiohttp.ClientConnector", "aiohttp.ConnectionTimeoutError", "is not initialized"))
 
 
 class _ChatLocks:
@@ -202,17 +202,9 @@ class TelegramAdapter(Adapter):
     max_message_length = 4096  # UTF-16 code units
     supports_recovery = True
 
-    def __init__(
-        self,
-        settings: TelegramSettings,
-        *,
-        transport: Callable[[int], httpx.AsyncBaseTransport] | None = None,
-    ) -> None:
-        """``transport(max_connections)`` builds the httpx transport of each Bot API
-        connection pool (None: httpx's own). The daemon passes a cheaper one."""
+    def __init__(self, settings: TelegramSettings) -> None:
         super().__init__()
         self.settings = settings
-        self._transport = transport
         self._bot: _Bot | None = None
         self._init_lock = asyncio.Lock()
         self._me: BotIdentity | None = None
@@ -261,22 +253,16 @@ class TelegramAdapter(Adapter):
             token=s.token,
             base_url=s.base_url,
             base_file_url=s.base_file_url,
-            request=HTTPXRequest(
+            request=AiohttpRequest(
                 connection_pool_size=s.connection_pool_size,
                 read_timeout=s.request_timeout,
                 write_timeout=s.request_timeout,
                 connect_timeout=10.0,
                 pool_timeout=s.request_timeout,
-                httpx_kwargs=self._httpx_kwargs(s.connection_pool_size),
             ),
             # Two: a poll abandoned by the watchdog may still hold one until it is torn down.
-            get_updates_request=HTTPXRequest(connection_pool_size=2, connect_timeout=10.0, pool_timeout=10.0,
-                                             httpx_kwargs=self._httpx_kwargs(2)),
+            get_updates_request=AiohttpRequest(connection_pool_size=2, connect_timeout=10.0, pool_timeout=10.0),
         )
-
-    def _httpx_kwargs(self, pool_size: int) -> dict[str, Any] | None:
-        # A custom transport replaces httpx's pool, so it gets the pool size itself.
-        return {"transport": self._transport(pool_size)} if self._transport is not None else None
 
     async def _ensure_bot(self) -> _Bot:
         """The initialized bot (getMe done); re-initialized after a disconnect."""
