@@ -5,7 +5,7 @@
 """
 
 from ._settings import AgentSettings
-from .agent import Agent, HermesAgent, MinimalAgent, TurnRequest, TurnResult
+from .agent import Agent, AnswerOp, HermesAgent, MinimalAgent, TurnRequest, TurnResult
 from .compression import estimate_tokens
 from .errors import (
     CompressionError,
@@ -28,6 +28,7 @@ __all__ = [
     "Agent",
     "AgentRuntime",
     "AgentSettings",
+    "AnswerOp",
     "ChatResult",
     "CompressOutcome",
     "CompressionError",

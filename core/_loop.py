@@ -33,8 +33,8 @@ log = structlog.get_logger("hermes.agent")
 # Left over after JSON decoding only when unpaired; SQLite and every platform refuse them.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
-#: (tool iterations, tools used) of the finished turn -> an op to commit with its answer
-FinalOp = Callable[[int, set[str]], Callable[[sqlite3.Connection], None]]
+#: (tool iterations, tools used, the answer's text) of the finished turn -> an op to commit with the answer
+FinalOp = Callable[[int, set[str], str], Callable[[sqlite3.Connection], None]]
 
 CANCELLED_RESULT = "Cancelled: the turn was stopped before this tool call finished. Nothing more was done."
 
@@ -150,7 +150,7 @@ class ToolLoop:
         tool_choice: str | None = None,
         on_final: FinalOp | None = None,
     ) -> None:
-        """``on_final(tool_iterations, used_tools)`` gives bookkeeping to commit with the answer."""
+        """``on_final(tool_iterations, used_tools, answer)`` gives bookkeeping to commit with the answer."""
         self._on_final = on_final
         self._store = store
         self._client = client
@@ -204,13 +204,14 @@ class ToolLoop:
             out.model = reply.model or out.model
             message = self._assistant_message(reply)
             calls = message.get("tool_calls") or []
-            also = self._final_op(out) if not calls else None
+            text = message.get("content")
+            answer = text if isinstance(text, str) and text.strip() else "(no response)"
+            also = self._final_op(out, answer) if not calls else None
             row = await self.persist(message, reply.usage.session_columns(), also)
             if row is not None:
                 out.message_ids.append(row)
             if not calls:
-                text = message.get("content")
-                out.text = text if isinstance(text, str) and text.strip() else "(no response)"
+                out.text = answer
                 if not (isinstance(text, str) and text.strip()) and row is None:
                     return out  # an empty placeholder is never stored, and needs no place in history
                 conversation.append(message)
@@ -232,15 +233,15 @@ class ToolLoop:
         out.exhausted = True
         out.text = budget_message(self._max)
         final = {"role": "assistant", "content": out.text, "finish_reason": "iteration_limit"}
-        row = await self.persist(final, also=self._final_op(out))
+        row = await self.persist(final, also=self._final_op(out, out.text))
         if row is not None:
             out.message_ids.append(row)
         conversation.append(final)
         log.warning("agent.iteration_budget_spent", limit=self._max)
         return out
 
-    def _final_op(self, out: LoopResult) -> Callable[[sqlite3.Connection], None] | None:
-        return self._on_final(out.tool_iterations, out.used_tools) if self._on_final is not None else None
+    def _final_op(self, out: LoopResult, answer: str) -> Callable[[sqlite3.Connection], None] | None:
+        return self._on_final(out.tool_iterations, out.used_tools, answer) if self._on_final is not None else None
 
     @staticmethod
     def _assistant_message(reply: ChatResult) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from ._loop import LoopResult, ToolLoop, repair_history
+from ._loop import FinalOp, LoopResult, ToolLoop, repair_history
 from .errors import CompressionError, ModelContextLengthError, ModelError, ModelNotConfiguredError
 from .learning import CounterUpdate
 from .llm import ModelClient
@@ -45,6 +45,11 @@ class TranscriptStore(Protocol):
     async def update_system_prompt(self, session_id: str, system_prompt: str) -> None: ...
 
 
+#: (connection, session id, the answer's text): bookkeeping of the caller's that commits in the
+#: answer's own transaction (the gateway's outbox row for the reply)
+AnswerOp = Callable[[sqlite3.Connection, str, str], None]
+
+
 @dataclass(frozen=True)
 class TurnRequest:
     session_id: str
@@ -55,6 +60,26 @@ class TurnRequest:
     user_id: str | None = None
     user_name: str | None = None
     shared_session: bool = False
+    on_answer: AnswerOp | None = None
+
+
+def _final_ops(session_id: str, counters: CounterUpdate | None, on_answer: AnswerOp | None) -> FinalOp | None:
+    """What commits with the answer: the learning counters and the caller's bookkeeping."""
+    if counters is None and on_answer is None:
+        return None
+
+    def make(tool_iterations: int, used_tools: set[str], answer: str) -> Callable[[sqlite3.Connection], None]:
+        count = counters.op(tool_iterations, used_tools) if counters is not None else None
+
+        def run(conn: sqlite3.Connection) -> None:
+            if count is not None:
+                count(conn)
+            if on_answer is not None:
+                on_answer(conn, session_id, answer)
+
+        return run
+
+    return make
 
 
 @dataclass
@@ -165,7 +190,7 @@ class HermesAgent:
         ctx = rt.tool_context(session_id, request.platform, user_id=request.user_id, session_key=request.session_key)
         loop = ToolLoop(rt.store, rt.client, rt.tools_for(request.platform), ctx,
                         max_iterations=rt.settings.max_iterations,
-                        on_final=counters.op if counters is not None else None)
+                        on_final=_final_ops(session_id, counters, request.on_answer))
         try:
             await loop.run(system, conversation, result)
         except asyncio.CancelledError:
@@ -236,11 +261,14 @@ class MinimalAgent:
             message["finish_reason"] = result.finish_reason
         if result.usage.output_tokens:
             message["token_count"] = result.usage.output_tokens
-        # The answer and what it cost commit together.
-        row = await self._store.persist_message(request.session_id, message, usage=result.usage.session_columns())
+        text = message.get("content") or ""
+        answer = (text if isinstance(text, str) else str(text)) or "(no response)"
+        on_answer = request.on_answer
+        # The answer, what it cost and the caller's bookkeeping commit together.
+        row = await self._store.persist_message(
+            request.session_id, message, usage=result.usage.session_columns(),
+            also=(lambda conn: on_answer(conn, request.session_id, answer)) if on_answer is not None else None,
+        )
         if row is not None:
             ids.append(row)
-        text = message.get("content") or ""
-        if not isinstance(text, str):
-            text = str(text)
-        return TurnResult(text=text or "(no response)", message_ids=ids, model=result.model)
+        return TurnResult(text=answer, message_ids=ids, model=result.model)

@@ -37,6 +37,22 @@ class PendingReply:
     created_at: float
 
 
+def record_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: str | None,
+                 session_id: str | None) -> int:
+    """The outbox row of a reply, inside the caller's transaction; its id.
+
+    The router writes it in the same transaction as the agent's answer, so an
+    answer is never stored without the obligation to deliver it, and the turn
+    needs no commit of its own for it.
+    """
+    cur = conn.execute(
+        "INSERT INTO gateway_outbound (session_key, session_id, platform, chat_id, thread_id, reply_to, "
+        "text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_key, session_id, out.platform, out.chat_id, out.thread_id, out.reply_to, out.text, time.time()),
+    )
+    return int(cur.lastrowid or 0)
+
+
 class Delivery:
     #: set by the runner; None in tests that build a bare Delivery
     metrics: GatewayMetrics | None = None
@@ -45,27 +61,32 @@ class Delivery:
         self._store = store
         self._adapters = adapters
 
+    def recoverable(self, out: OutboundMessage) -> bool:
+        """Whether this message goes through the ledger: a reply that could be re-sent after a crash."""
+        adapter = self._adapters.get(out.platform)
+        return out.kind is SendKind.REPLY and adapter is not None and adapter.supports_recovery
+
     async def send(self, out: OutboundMessage, *, session_key: str | None = None,
-                   session_id: str | None = None) -> bool:
-        """Send a message; replies go through the ledger. True when every chunk was sent."""
+                   session_id: str | None = None, ledger_id: int | None = None) -> bool:
+        """Send a message; replies go through the ledger. True when every chunk was sent.
+
+        ``ledger_id``: the reply's outbox row, already written with the answer (``record_reply``).
+        """
         adapter = self._adapters.get(out.platform)
         if adapter is None:
             log.error("delivery.no_adapter", platform=out.platform)
             return False
-        if out.kind is not SendKind.REPLY or not adapter.supports_recovery:
-            # Only replies that could be re-sent after a crash need the ledger.
+        if not self.recoverable(out):
             return await self._send_chunks(adapter, out) is None
-        now = time.time()
-        ledger_id = await self._store.write(
-            lambda c: c.execute(
-                "INSERT INTO gateway_outbound (session_key, session_id, platform, chat_id, thread_id, reply_to, "
-                "text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (session_key, session_id, out.platform, out.chat_id, out.thread_id, out.reply_to, out.text, now),
-            ).lastrowid
-        )
+        if ledger_id is None:
+            ledger_id = await self._store.write(lambda c: record_reply(c, out, session_key, session_id))
         error = await self._send_chunks(adapter, out)
-        await self._mark(int(ledger_id or 0), "sent" if error is None else "failed", error)
+        await self._mark(ledger_id, "sent" if error is None else "failed", error)
         return error is None
+
+    async def withdraw(self, ledger_id: int, reason: str) -> None:
+        """An outbox row whose reply will not be sent after all (the turn failed or was stopped)."""
+        await self._mark(ledger_id, "expired", reason)
 
     async def _send_chunks(self, adapter: Adapter, out: OutboundMessage) -> str | None:
         """Send every chunk in order; the error text if one failed, else None."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from storage.errors import GatewayError
 
 from .auth import Authorizer
 from .commands import CommandContext, parse_command
+from .delivery import record_reply
 from .lanes import Job, LaneFullError, LanesClosedError
 from .logs import redact
 from .services import Services
@@ -37,6 +39,19 @@ MemoryFlush = Callable[[Services, str], Awaitable[None]]
 
 QUEUED_ACK = "⏳ Queued — I'll answer after the current reply."
 MAX_INPUT_CHARS = 32_000
+
+
+class _Outbox:
+    """A reply's ledger row, written by the agent in the transaction that stores its answer."""
+
+    def __init__(self, session_key: str, compose: Callable[[str], OutboundMessage]) -> None:
+        self._key = session_key
+        self._compose = compose
+        self.id: int | None = None
+
+    def record(self, conn: sqlite3.Connection, session_id: str, answer: str) -> None:
+        # On the writer thread; a batch that is replayed runs this again and the last id stands.
+        self.id = record_reply(conn, self._compose(answer), self._key, session_id)
 
 
 class Router:
@@ -234,6 +249,14 @@ class Router:
             if binding.created:
                 log.info("router.session_started", reset_reason=binding.reset_reason,
                          previous_session_id=binding.previous_session_id)
+            note = binding.title_note
+
+            def reply_to_user(answer: str, kind: SendKind = SendKind.REPLY) -> OutboundMessage:
+                # The title the user was told was saved could not be applied: say so with this reply.
+                body = f"{answer}\n\n⚠️ {note}" if note else answer
+                return OutboundMessage(msg.platform, msg.chat_id, redact(body), msg.thread_id, msg.message_id, kind)
+
+            outbox = _Outbox(key, reply_to_user) if services.delivery.recoverable(reply_to_user("")) else None
             request = TurnRequest(
                 session_id=binding.session_id,
                 session_key=key,
@@ -243,6 +266,7 @@ class Router:
                 user_id=msg.user_id,
                 user_name=msg.user_name,
                 shared_session=is_shared_session(msg, self._keys),
+                on_answer=outbox.record if outbox is not None else None,
             )
             typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
             kind = SendKind.REPLY
@@ -256,6 +280,8 @@ class Router:
                 log.warning("router.turn_error", error_type=type(exc).__name__, error=str(exc))
                 reply, kind = f"⚠️ {exc}", SendKind.NOTICE
             except asyncio.CancelledError:
+                if outbox is not None and outbox.id is not None:  # stopped after the answer was stored
+                    await asyncio.shield(services.delivery.withdraw(outbox.id, "the turn was stopped"))
                 raise
             except Exception as exc:
                 log.exception("router.turn_crashed")
@@ -268,13 +294,13 @@ class Router:
                 typing.cancel()
                 if self.metrics is not None:
                     self.metrics.turn_seconds.observe(time.perf_counter() - started)
-            if binding.title_note:
-                # The title the user was told was saved could not be applied: say so now.
-                reply = f"{reply}\n\n⚠️ {binding.title_note}"
+            ledger_id = outbox.id if outbox is not None else None
+            if ledger_id is not None and kind is not SendKind.REPLY:
+                # The answer was stored, then the turn failed: the error notice goes out instead.
+                await services.delivery.withdraw(ledger_id, "the turn failed after its answer was stored")
+                ledger_id = None
             sent = await services.delivery.send(
-                OutboundMessage(msg.platform, msg.chat_id, redact(reply), msg.thread_id, msg.message_id, kind),
-                session_key=key,
-                session_id=binding.session_id,
+                reply_to_user(reply, kind), session_key=key, session_id=binding.session_id, ledger_id=ledger_id
             )
             return sent and kind is SendKind.REPLY
 

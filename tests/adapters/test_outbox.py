@@ -1,0 +1,79 @@
+"""A reply's outbox row commits with the agent's answer: never one without the other.
+
+Through the real python-telegram-bot against FakeTelegram; the crash test runs
+the daemon as a real process and kills it with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sqlite3
+from pathlib import Path
+
+from tests.emulators.fake_telegram import FakeTelegram
+from tests.fakes.openai_server import FakeOpenAI
+from tests.ops._proc import db_rows, free_port, run_daemon, write_home
+
+from .conftest import run_telegram_gateway, telegram_config
+
+WAIT = 15.0
+
+
+def rows(db: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql).fetchall()
+
+
+async def test_an_answer_is_never_stored_without_its_delivery_record(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake = fake_telegram
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
+        # Another process makes the outbox refuse the next row.
+        conn = sqlite3.connect(gw.db_path)
+        conn.execute("CREATE TRIGGER refuse_outbox BEFORE INSERT ON gateway_outbound "
+                     "BEGIN SELECT RAISE(ABORT, 'outbox refused'); END")
+        conn.commit()
+        await fake.user_says("will this be answered?")
+        [notice] = await fake.wait_sent(1, timeout=WAIT)
+        conn.execute("DROP TRIGGER refuse_outbox")
+        conn.commit()
+        conn.close()
+        await fake.user_says("and now?")
+        sent = await fake.wait_sent(2, timeout=WAIT)
+    assert "rejected" in notice["rendered"] and "outbox refused" in notice["rendered"]
+    assert sent[1]["rendered"] == "echo: and now?"
+    # The refused answer rolled back with its outbox row: the question stays, the answer does not.
+    assert rows(gw.db_path, "SELECT role, content FROM messages ORDER BY id") == [
+        ("user", "will this be answered?"), ("user", "and now?"), ("assistant", "echo: and now?")]
+    assert rows(gw.db_path, "SELECT text, status FROM gateway_outbound") == [("echo: and now?", "sent")]
+
+
+async def test_an_answer_cut_off_by_kill_9_is_delivered_once_after_restart(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake = fake_telegram
+    home, port = tmp_path / "h", free_port()
+    write_home(home, port, fake_openai.base_url, platforms={"telegram": telegram_config(fake)},
+               gateway={"typing_delay": 60}, agent={"auto_title": False})
+    env = {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"])}
+    fake.rate_limit_next("sendMessage", retry_after=600)  # the answer is stored, its delivery waits
+    with run_daemon(home, port, **env) as d:
+        await d.wait_healthy()
+        await fake.user_says("remember to answer me")
+        await fake.wait_calls("sendMessage", timeout=WAIT)
+        d.proc.send_signal(signal.SIGKILL)
+        assert await d.wait_exit() == -signal.SIGKILL
+    assert fake.sent == []
+    assert db_rows(home / "state.db", "SELECT status FROM gateway_outbound") == [("pending",)]
+    with run_daemon(home, port, **env) as d:
+        await d.wait_healthy()
+        [reply] = await fake.wait_sent(1, timeout=WAIT)
+        await asyncio.sleep(0.5)  # a second copy, if one were coming, would be on its way by now
+        d.proc.send_signal(signal.SIGTERM)
+        assert await d.wait_exit() == 0
+    assert reply["rendered"].startswith("↻") and reply["rendered"].endswith("echo: remember to answer me")
+    assert len(fake.sent) == 1
+    assert len(fake_openai.chat_requests) == 1  # the redelivered update was not a second turn
+    assert db_rows(home / "state.db", "SELECT status FROM gateway_outbound") == [("recovered",)]
