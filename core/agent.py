@@ -60,6 +60,8 @@ class TurnRequest:
     user_id: str | None = None
     user_name: str | None = None
     shared_session: bool = False
+    #: the caller's bookkeeping that commits with the user's message (the gateway's "seen" record)
+    on_question: Callable[[sqlite3.Connection], None] | None = None
     on_answer: AnswerOp | None = None
 
 
@@ -152,7 +154,7 @@ class HermesAgent:
                 system = await self._system_prompt(request, session_id, session)
         first_exchange = not any(m.get("role") == "user" for m in history)
         ids: list[int] = []
-        row = await rt.store.persist_message(session_id, user_msg)
+        row = await rt.store.persist_message(session_id, user_msg, also=request.on_question)
         if row is not None:
             ids.append(row)
         if not rt.client.settings.configured:
@@ -248,7 +250,7 @@ class MinimalAgent:
         system = await self._system_prompt(request, session)
         user_msg = {"role": "user", "content": request.text}
         ids: list[int] = []
-        user_id = await self._store.persist_message(request.session_id, user_msg)
+        user_id = await self._store.persist_message(request.session_id, user_msg, also=request.on_question)
         if user_id is not None:
             ids.append(user_id)
         if not self._client.settings.configured:

@@ -7,6 +7,7 @@ recent), marked as recovered. Splitting to the platform's limit happens here.
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
 from collections.abc import Mapping
@@ -60,6 +61,7 @@ class Delivery:
     def __init__(self, store: StateStore, adapters: Mapping[str, Adapter]) -> None:
         self._store = store
         self._adapters = adapters
+        self._marks: set[asyncio.Task[None]] = set()
 
     def recoverable(self, out: OutboundMessage) -> bool:
         """Whether this message goes through the ledger: a reply that could be re-sent after a crash."""
@@ -81,8 +83,26 @@ class Delivery:
         if ledger_id is None:
             ledger_id = await self._store.write(lambda c: record_reply(c, out, session_key, session_id))
         error = await self._send_chunks(adapter, out)
-        await self._mark(ledger_id, "sent" if error is None else "failed", error)
-        return error is None
+        if error is not None:
+            await self._mark(ledger_id, "failed", error)  # callers read why (a failed handoff says so)
+            return False
+        # Noted in the background: the turn is over once the reply is out, and a message
+        # arriving now must not be told to wait for bookkeeping. ``aclose`` waits for these.
+        task = asyncio.create_task(self._mark(ledger_id, "sent"))
+        self._marks.add(task)
+        task.add_done_callback(self._marked)
+        return True
+
+    def _marked(self, task: asyncio.Task[None]) -> None:
+        self._marks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # The row stays 'pending': at worst the reply is sent once more after a restart.
+            log.warning("delivery.mark_failed", error=str(task.exception()))
+
+    async def aclose(self) -> None:
+        """Wait for the ledger notes still being written (before the store closes)."""
+        if self._marks:
+            await asyncio.wait(set(self._marks), timeout=10.0)
 
     async def withdraw(self, ledger_id: int, reason: str) -> None:
         """An outbox row whose reply will not be sent after all (the turn failed or was stopped)."""

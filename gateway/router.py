@@ -12,7 +12,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import structlog
 
@@ -39,6 +39,14 @@ MemoryFlush = Callable[[Services, str], Awaitable[None]]
 
 QUEUED_ACK = "⏳ Queued — I'll answer after the current reply."
 MAX_INPUT_CHARS = 32_000
+
+
+class _Claim:
+    """What became of a claimed message: a turn (recorded with its question), answered
+    here (recorded at once), or released unprocessed (a redelivery counts)."""
+
+    def __init__(self) -> None:
+        self.outcome: Literal["answered", "turn", "released"] = "answered"
 
 
 class _Outbox:
@@ -100,10 +108,26 @@ class Router:
         # Dedupe before anything answers: a redelivery, or the second event of one
         # post (Slack's message + app_mention), must not get a second notice either.
         delivery_key = msg.delivery_key
-        if delivery_key is not None and not await self.services.dedupe.first_sighting(msg.platform, delivery_key):
+        if delivery_key is None:
+            return await self._handle_new(msg, _Claim())
+        dedupe = self.services.dedupe
+        if not await dedupe.claim(msg.platform, delivery_key):
             log.info("router.duplicate", message_id=msg.message_id, delivery_key=delivery_key)
             return Disposition.DUPLICATE
+        claim = _Claim()
+        try:
+            return await self._handle_new(msg, claim)
+        finally:
+            if claim.outcome == "turn":
+                pass  # recorded with the turn's question, released when the turn ends
+            elif claim.outcome == "answered":
+                await dedupe.record(msg.platform, delivery_key)
+            else:  # never processed: a redelivery must count
+                dedupe.release(msg.platform, delivery_key)
+
+    async def _handle_new(self, msg: InboundMessage, claim: _Claim) -> Disposition:
         if not self._accepting:
+            claim.outcome = "released"
             await self._notice(msg, "The gateway is restarting; please send that again in a minute.")
             return Disposition.ANSWERED
         text = msg.text.strip()
@@ -117,9 +141,9 @@ class Router:
             return Disposition.ANSWERED
         key = build_session_key(msg, self._keys)
         with structlog.contextvars.bound_contextvars(session_key=key):
-            return await self._route(msg, key, text)
+            return await self._route(msg, key, text, claim)
 
-    async def _route(self, msg: InboundMessage, key: str, text: str) -> Disposition:
+    async def _route(self, msg: InboundMessage, key: str, text: str, claim: _Claim) -> Disposition:
         parsed = parse_command(text)
         if parsed is not None:
             command = self.services.commands.get(parsed.name)
@@ -132,10 +156,21 @@ class Router:
                 return Disposition.ANSWERED
             if await self._refused_during_handoff(msg, key):
                 return Disposition.ANSWERED
-            return await self._enqueue(msg, key, lambda: self._run_command(ctx, command.handler))
+            return await self._enqueue(msg, key, lambda: self._run_command(ctx, command.handler), claim)
         if await self._refused_during_handoff(msg, key):
             return Disposition.ANSWERED
-        return await self._enqueue(msg, key, lambda: self._turn(msg, key, text))
+
+        async def turn() -> None:
+            try:
+                await self._turn(msg, key, text)
+            finally:
+                if msg.delivery_key is not None:
+                    self.services.dedupe.release(msg.platform, msg.delivery_key)
+
+        disposition = await self._enqueue(msg, key, turn, claim)
+        if disposition is Disposition.ACCEPTED:
+            claim.outcome = "turn"
+        return disposition
 
     async def _refused_during_handoff(self, msg: InboundMessage, key: str) -> bool:
         """While this chat's session is being handed off, nothing else may run on it
@@ -149,19 +184,19 @@ class Router:
                                 "Wait for the outcome here, then send that again.")
         return True
 
-    async def _enqueue(self, msg: InboundMessage, key: str, job: Job) -> Disposition:
-        async def release() -> None:
+    async def _enqueue(self, msg: InboundMessage, key: str, job: Job, claim: _Claim) -> Disposition:
+        async def dropped() -> None:  # the gateway stopped before the job ran
             if msg.delivery_key is not None:
-                await self.services.dedupe.forget(msg.platform, msg.delivery_key)
+                self.services.dedupe.release(msg.platform, msg.delivery_key)
 
         try:
-            ahead, ack = self.services.lanes.submit(key, job, on_drop=release, label=msg.text)
+            ahead, ack = self.services.lanes.submit(key, job, on_drop=dropped, label=msg.text)
         except LaneFullError as exc:
-            await release()
+            claim.outcome = "released"
             await self._notice(msg, f"Too many messages are waiting in this chat ({exc}). Please wait a moment.")
             return Disposition.ANSWERED
         except LanesClosedError:
-            await release()
+            claim.outcome = "released"
             await self._notice(msg, "The gateway is restarting; please send that again in a minute.")
             return Disposition.ANSWERED
         if ack and self.services.config.settings.gateway.busy_ack:
@@ -266,6 +301,9 @@ class Router:
                 user_id=msg.user_id,
                 user_name=msg.user_name,
                 shared_session=is_shared_session(msg, self._keys),
+                # "seen" commits with the question: a message cut off before it was stored is taken again
+                on_question=(services.dedupe.record_op(msg.platform, msg.delivery_key)
+                             if msg.delivery_key is not None else None),
                 on_answer=outbox.record if outbox is not None else None,
             )
             typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")

@@ -294,7 +294,8 @@ class Gateway:
             add_routes = getattr(adapter, "add_routes", None)
             if add_routes is not None:
                 add_routes(app)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # Open requests get 5 s at shutdown (aiohttp waits 60 by default): the stop has a bound to keep.
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
         await runner.setup()
         api = self.config.settings.platforms.api_server
         site = web.TCPSite(runner, api.host, api.port)
@@ -398,6 +399,8 @@ class Gateway:
                 await agents.aclose()  # background reviews and titles, before their store closes
             if client is not None:
                 await client.aclose()
+            if self.services is not None:
+                await self.services.delivery.aclose()  # ledger notes of replies already sent
             await store.close()
             log.info("gateway.stopped")
 

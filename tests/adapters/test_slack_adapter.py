@@ -170,9 +170,11 @@ async def test_quick_answer_gets_no_placeholder_slow_one_does(
 ) -> None:
     fake = fake_slack
     fake_openai.reply("quick")
-    fake_openai.delay(1.0).reply("slow")  # longer than thinking_delay: the placeholder shows meanwhile
+    # Far apart, so a loaded machine cannot blur them: an instant answer stays well under the delay,
+    # and the slow one outlasts it by seconds.
+    fake_openai.delay(4.0).reply("slow")
     async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url,
-                                 slack={"thinking_placeholder": True, "thinking_delay": 0.3},
+                                 slack={"thinking_placeholder": True, "thinking_delay": 1.5},
                                  config={"agent": {"auto_title": False}}):
         await fake.user_says("one")
         await fake.wait_reply("D0DM0001", None, text="quick", timeout=WAIT)
