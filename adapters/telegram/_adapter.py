@@ -127,6 +127,15 @@ class _Bot(Bot):
         }
         return await self._post("getUpdates", data, read_timeout=read_timeout)
 
+    async def send_raw_message(self, chat: int | str, text: str, *, parse_mode: str | None,
+                               thread: int | None, reply: ReplyParameters | None) -> int:
+        """sendMessage returning only the new message's id: PTB's ``send_message`` builds a whole
+        ``Message`` from the answer, a tenth of the gateway's CPU per reply, for one field we use."""
+        data: dict[str, Any] = {"chat_id": chat, "text": text, "parse_mode": parse_mode,
+                                "message_thread_id": thread, "reply_parameters": reply}
+        result = await self._post("sendMessage", data)
+        return int(result["message_id"])
+
 
 @dataclass
 class _Target:
@@ -612,15 +621,11 @@ class TelegramAdapter(Adapter):
 
     async def _send_text(self, bot: _Bot, chat_id: str, target: _Target, text: str) -> int:
         async def formatted(t: _Target) -> int:
-            sent = await bot.send_message(
-                t.chat, to_markdown_v2(text), parse_mode=ParseMode.MARKDOWN_V2,
-                message_thread_id=t.thread, reply_parameters=t.reply,
-            )
-            return int(sent.message_id)
+            return await bot.send_raw_message(t.chat, to_markdown_v2(text), parse_mode=ParseMode.MARKDOWN_V2,
+                                              thread=t.thread, reply=t.reply)
 
         async def plain(t: _Target) -> int:
-            sent = await bot.send_message(t.chat, text, message_thread_id=t.thread, reply_parameters=t.reply)
-            return int(sent.message_id)
+            return await bot.send_raw_message(t.chat, text, parse_mode=None, thread=t.thread, reply=t.reply)
 
         try:
             return await self._call(chat_id, target, formatted)
