@@ -62,6 +62,8 @@ class ModelConfig(_Section):
     auxiliary: str | None = None
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=3, ge=0, le=10)
+    # a provider's Retry-After up to this many seconds is waited out; a longer one fails the turn at once
+    max_retry_after: float = Field(default=90.0, ge=0)
     # the main model's context window in tokens (compression starts at agent.compression_threshold of it)
     context_length: int = Field(default=128_000, ge=1024)
 

@@ -82,7 +82,13 @@ class Delivery:
             return await self._send_chunks(adapter, out) is None
         if ledger_id is None:
             ledger_id = await self._store.write(lambda c: record_reply(c, out, session_key, session_id))
-        error = await self._send_chunks(adapter, out)
+        try:
+            error = await self._send_chunks(adapter, out)
+        except asyncio.CancelledError:
+            # Stopped mid-send (a withdrawn handoff summary, a drain cut): part may be out, so a
+            # restart must not send it again.
+            await asyncio.shield(self._mark(ledger_id, "expired", "stopped while sending"))
+            raise
         if error is not None:
             await self._mark(ledger_id, "failed", error)  # callers read why (a failed handoff says so)
             return False

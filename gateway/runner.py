@@ -89,6 +89,7 @@ def model_settings(config: LoadedConfig) -> ModelSettings:
         auxiliary_model=m.auxiliary,
         timeout=m.timeout,
         max_retries=m.max_retries,
+        max_retry_after=m.max_retry_after,
     )
 
 

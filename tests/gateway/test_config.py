@@ -426,3 +426,13 @@ def test_allow_all_from_dotenv_and_config(tmp_path: Path) -> None:
         _home(tmp_path / "c", dotenv="TELEGRAM_ALLOW_ALL_USERS=yes\n"), environ={"TELEGRAM_ALLOW_ALL_USERS": "no"}
     )
     assert overridden.platform_allowlist("telegram")[1] is False
+
+
+def test_model_section_reaches_the_model_client_settings(tmp_path: Path) -> None:
+    from gateway.runner import model_settings
+
+    home = _home(tmp_path, {"model": {"base_url": "http://127.0.0.1:9/v1", "default": "m", "auxiliary": "small",
+                                      "timeout": 30, "max_retries": 2, "max_retry_after": 5}})
+    s = model_settings(load_config(home, environ={}))
+    assert (s.base_url, s.model, s.auxiliary_model) == ("http://127.0.0.1:9/v1", "m", "small")
+    assert (s.timeout, s.max_retries, s.max_retry_after) == (30, 2, 5)

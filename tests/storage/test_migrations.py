@@ -515,3 +515,36 @@ def test_upgrade_done_by_another_process_meanwhile_is_not_redone(
         assert shadow_data(conn) == data
     finally:
         conn.close()
+
+
+async def test_the_bindings_table_is_backfilled_from_a_v13_database(db_path: Path) -> None:
+    # A v13 database is today's schema without gateway_session_bindings (added by migration 14).
+    store = StateStore(db_path, writer_settings=SETTINGS)
+    await store.open()
+    await store.close()
+    with connect(db_path) as conn:
+        conn.execute("DROP TABLE gateway_session_bindings")
+        conn.execute("DELETE FROM schema_version")
+        conn.execute("INSERT INTO schema_version(version) VALUES (13)")
+        for sid in ("s1", "s2", "s3"):
+            conn.execute("INSERT INTO sessions (id, source, started_at) VALUES (?, 'telegram', 1.0)", (sid,))
+        # s1 is a chat's current session; s2 was one before /new (only its replies remember where).
+        conn.execute("INSERT INTO gateway_session_index (session_key, session_id, platform, user_id, created_at, "
+                     "updated_at) VALUES ('k:dm:1', 's1', 'telegram', '1', 5.0, 6.0)")
+        for sid, at in (("s2", 3.0), ("s2", 2.0), ("s1", 7.0)):
+            conn.execute("INSERT INTO gateway_outbound (session_key, session_id, platform, chat_id, text, "
+                         "created_at) VALUES ('k:dm:1', ?, 'telegram', '1', 'hi', ?)", (sid, at))
+        conn.execute("INSERT INTO gateway_outbound (session_key, session_id, platform, chat_id, text, created_at) "
+                     "VALUES (NULL, 's3', 'telegram', '1', 'notice', 1.0)")  # no key: nothing to learn
+    store = StateStore(db_path, writer_settings=SETTINGS)
+    await store.open()
+    try:
+        assert store.writer.migration is not None
+        assert (store.writer.migration.from_version, store.writer.migration.to_version) == (13, latest_version())
+    finally:
+        await store.close()
+    with connect(db_path) as conn:
+        bindings = [tuple(r) for r in conn.execute(
+            "SELECT session_key, session_id, platform, user_id, first_bound_at FROM gateway_session_bindings "
+            "ORDER BY session_id")]
+    assert bindings == [("k:dm:1", "s1", "telegram", "1", 5.0), ("k:dm:1", "s2", "telegram", None, 2.0)]
