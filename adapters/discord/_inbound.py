@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import discord
 
+from .._text import clean_text
 from ..base import ChatType, InboundMessage
 
 __all__ = ["PLATFORM", "ChannelRef", "Classified", "classify_channel", "clean_text", "to_inbound"]
@@ -57,15 +58,6 @@ class Classified:
     message: InboundMessage
     #: set when the message starts a prospective thread (``auto_thread``): its name
     new_thread_name: str | None = None
-
-
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates (possible in JSON, impossible to encode) as U+FFFD."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
 
 
 def classify_channel(channel: object) -> ChannelRef | None:

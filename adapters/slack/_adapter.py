@@ -42,7 +42,6 @@ import logging
 import re
 import time
 from collections import OrderedDict, deque
-from functools import partial
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -62,6 +61,7 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
+from .._dispatch import ChatOrderedDispatch
 from .._split import split_text
 from ..base import (
     Adapter,
@@ -170,8 +170,7 @@ class SlackAdapter(Adapter):
         self._replied = _Bounded()
         #: (channel, ts answered) -> (task posting the placeholder, set once its post has started)
         self._placeholders: dict[tuple[str, str], tuple[asyncio.Task[str | None], asyncio.Event]] = {}
-        self._dispatch_tails: dict[str, asyncio.Task[None]] = {}
-        self._dispatching: set[asyncio.Task[None]] = set()
+        self._dispatches = ChatOrderedDispatch(PLATFORM, self.dispatch, after=self._after_dispatch)
         self._background: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ health
@@ -227,7 +226,7 @@ class SlackAdapter(Adapter):
             await ack()  # the answer comes as a message, like every other answer
             message = command_to_inbound(body)
             if message is not None:
-                self._schedule_dispatch(message)
+                self._dispatches.schedule(message)
 
         return app
 
@@ -373,7 +372,7 @@ class SlackAdapter(Adapter):
         for task, posting in self._placeholders.values():
             if not posting.is_set():
                 task.cancel()
-        pending = set(self._dispatching) | set(self._background)
+        pending = set(self._dispatches.pending) | set(self._background)
         if pending:
             await asyncio.wait(pending, timeout=STOP_WAIT)
         session, self._session = self._session, None
@@ -408,31 +407,9 @@ class SlackAdapter(Adapter):
             return
         if message is None:
             return
-        self._schedule_dispatch(message)
+        self._dispatches.schedule(message)
 
-    def _schedule_dispatch(self, message: InboundMessage) -> None:
-        """Dispatch in arrival order per chat; chats do not wait for each other."""
-        prev = self._dispatch_tails.get(message.chat_id)
-        task = asyncio.create_task(self._dispatch_after(prev, message), name=f"slack:dispatch:{message.chat_id}")
-        self._dispatch_tails[message.chat_id] = task
-        self._dispatching.add(task)
-        task.add_done_callback(partial(self._dispatch_done, message.chat_id))
-
-    def _dispatch_done(self, chat_id: str, task: asyncio.Task[None]) -> None:
-        self._dispatching.discard(task)
-        if self._dispatch_tails.get(chat_id) is task:
-            del self._dispatch_tails[chat_id]
-
-    async def _dispatch_after(self, prev: asyncio.Task[None] | None, message: InboundMessage) -> None:
-        if prev is not None and not prev.done():
-            await asyncio.wait({prev})
-        try:
-            disposition = await self.dispatch(message)
-        except Exception:
-            log.exception("slack.dispatch_failed", chat_id=message.chat_id, message_id=message.message_id)
-            return
-        log.debug("slack.dispatched", chat_id=message.chat_id, message_id=message.message_id,
-                  disposition=str(disposition))
+    def _after_dispatch(self, message: InboundMessage, disposition: Disposition) -> None:
         if disposition is Disposition.ACCEPTED and self.settings.thinking_placeholder:
             self._start_placeholder(message)
 

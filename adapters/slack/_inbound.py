@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._text import clean_text
 from ..base import ChatType, InboundMessage
 
 __all__ = ["PLATFORM", "BotIdentity", "clean_text", "command_to_inbound", "command_well_formed", "to_inbound", "well_formed"]
@@ -46,15 +47,6 @@ _TS = re.compile(r"\d{1,12}\.\d{1,9}")
 class BotIdentity:
     user_id: str
     bot_id: str | None = None
-
-
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates (possible in JSON, impossible to encode) as U+FFFD."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
 
 
 def _str(value: Any) -> str | None:

@@ -48,7 +48,6 @@ import warnings
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from typing import Any, TypeVar
 
 import structlog
@@ -67,6 +66,7 @@ from telegram.error import (
     TimedOut,
 )
 
+from .._dispatch import ChatOrderedDispatch
 from .._split import split_text
 from ..base import (
     Adapter,
@@ -225,8 +225,7 @@ class TelegramAdapter(Adapter):
         self._conflicts = 0
         self._conflict_times: deque[float] = deque()
         self._failures = 0
-        self._dispatch_tails: dict[str, asyncio.Task[None]] = {}
-        self._dispatching: set[asyncio.Task[None]] = set()
+        self._dispatches = ChatOrderedDispatch(PLATFORM, self.dispatch)
         self._send_locks = _ChatLocks()
         self._sends = 0
         self._sends_idle = asyncio.Event()
@@ -312,7 +311,7 @@ class TelegramAdapter(Adapter):
         if done is not None:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), STOP_WAIT)
-        await self._wait_dispatches(STOP_WAIT)
+        await self._dispatches.wait(STOP_WAIT)
         bot = self._bot
         if bot is None:
             return
@@ -490,37 +489,7 @@ class TelegramAdapter(Adapter):
             return None
         if update.message is not None and isinstance(update.message.chat.is_forum, bool):
             self._forum[message.chat_id] = update.message.chat.is_forum
-        return self._schedule_dispatch(message)
-
-    def _schedule_dispatch(self, message: InboundMessage) -> asyncio.Task[None]:
-        """Dispatch in arrival order per chat; chats do not wait for each other."""
-        prev = self._dispatch_tails.get(message.chat_id)
-        task = asyncio.create_task(self._dispatch_after(prev, message), name=f"telegram:dispatch:{message.chat_id}")
-        self._dispatch_tails[message.chat_id] = task
-        self._dispatching.add(task)
-        task.add_done_callback(partial(self._dispatch_done, message.chat_id))
-        return task
-
-    def _dispatch_done(self, chat_id: str, task: asyncio.Task[None]) -> None:
-        self._dispatching.discard(task)
-        if self._dispatch_tails.get(chat_id) is task:
-            del self._dispatch_tails[chat_id]
-
-    async def _dispatch_after(self, prev: asyncio.Task[None] | None, message: InboundMessage) -> None:
-        if prev is not None and not prev.done():
-            await asyncio.wait({prev})
-        try:
-            disposition = await self.dispatch(message)
-        except Exception:
-            log.exception("telegram.dispatch_failed", chat_id=message.chat_id, message_id=message.message_id)
-            return
-        log.debug("telegram.dispatched", chat_id=message.chat_id, message_id=message.message_id,
-                  disposition=str(disposition))
-
-    async def _wait_dispatches(self, bound: float) -> None:
-        pending = set(self._dispatching)
-        if pending:
-            await asyncio.wait(pending, timeout=bound)
+        return self._dispatches.schedule(message)
 
     # ------------------------------------------------------------------- webhook
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from telegram import Message, MessageEntity, Update
 
+from .._text import clean_text
 from ..base import ChatType, InboundMessage
 
 __all__ = ["BotIdentity", "MalformedUpdateError", "clean_text", "to_inbound"]
@@ -46,16 +47,6 @@ class MalformedUpdateError(ValueError):
 class BotIdentity:
     id: int
     username: str | None
-
-
-def clean_text(text: str) -> str:
-    """``text`` with lone surrogates (possible in JSON, impossible to encode) as U+FFFD."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        # Paired surrogates become the character they encode; lone ones become U+FFFD.
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
 
 
 def _int(value: object, what: str) -> int:
