@@ -22,32 +22,31 @@ end-to-end minus the model's handler time) minus p50(baseline end-to-end). Targe
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import random
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
+from bench import _platform
+from bench._platform import CHATS, TIMEOUT_S, Leg
+from bench.gateway import ModelProcess
 
-from bench.gateway import ROOT, SCALE, ModelProcess, free_port, http_get, pct, sample_proc
-
-CHATS = 100
-PER_CHAT = max(3, round(10 * SCALE))  # 1000 messages per leg at scale 1
-RATE = 40.0  # msg/s over all chats
-TIMEOUT_S = 60.0
-OVERHEAD_P50_TARGET_MS = 10.0
 SEED = 20261123
 
-_WORDS = "please tell me about the weather tomorrow and remind me to call mum after lunch thanks".split()
 _TOKEN = re.compile(r"echo: (D\d+n\d+)")
+
+PLATFORM = _platform.Platform(
+    name="discord",
+    token_prefix="D",
+    env_prefixes=("DISCORD_",),
+    chats="DM chats",
+    fake="FakeDiscord",
+    baseline="bare discord.py echo bot",
+    baseline_kind="bot",
+    tmp_prefix="hermes-bench-dc-",
+)
 
 
 def _echo_bot_main(base_url: str, gateway_url: str, token: str) -> None:
@@ -72,19 +71,6 @@ def _echo_bot_main(base_url: str, gateway_url: str, token: str) -> None:
             await message.channel.send(f"echo: {message.content}")
 
     client.run(token, log_handler=None)
-
-
-@dataclass
-class Leg:
-    name: str
-    e2e_ms: dict[str, float] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    cpu_s: float = 0.0
-    model_ns: dict[str, int] = field(default_factory=dict)
-
-    def cost_ms(self) -> list[float]:
-        return [ms - self.model_ns[t] / 1e6 for t, ms in self.e2e_ms.items() if t in self.model_ns]
 
 
 class Emulator:
@@ -115,6 +101,9 @@ class Emulator:
             self.fake.dm_channel(user)
             self.users.append(user)
 
+    async def stop(self) -> None:
+        await self.fake.stop()
+
     async def say(self, user: dict[str, Any], token: str, text: str) -> float:
         fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
         self.fake.waiters[token] = fut
@@ -127,162 +116,31 @@ class Emulator:
         return done - started
 
 
-async def paced(emu: Emulator, leg: Leg, rng: random.Random, pid: int) -> None:
-    owners = [c for c in range(CHATS) for _ in range(PER_CHAT)]
-    rng.shuffle(owners)
-    at: list[list[float]] = [[] for _ in range(CHATS)]
-    t = 0.0
-    for owner in owners:
-        t += rng.expovariate(RATE)
-        at[owner].append(t)
-    cpu0 = sample_proc(pid).cpu_s
-    started = time.perf_counter()
-
-    async def chat(c: int) -> None:
-        for i, due in enumerate(at[c]):
-            await asyncio.sleep(max(0.0, due - (time.perf_counter() - started)))
-            token = f"D{c:03d}n{i:04d}"
-            text = f"{token} " + " ".join(rng.choices(_WORDS, k=rng.randint(5, 20)))
-            try:
-                leg.e2e_ms[token] = await emu.say(emu.users[c], token, text) * 1000
-            except TimeoutError:
-                leg.errors.append(f"{leg.name} {token}: no answer within {TIMEOUT_S:g} s")
-
-    await asyncio.gather(*(chat(c) for c in range(CHATS)))
-    leg.seconds = time.perf_counter() - started
-    leg.cpu_s = sample_proc(pid).cpu_s - cpu0
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "API_SERVER", "GATEWAY_", "DISCORD_"))}
-    env["PYTHONPATH"] = str(ROOT)
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    return env
-
-
-def _stop(proc: subprocess.Popen[Any]) -> int:
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        return proc.wait(60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
-
-
 async def run_baseline(emu: Emulator, rng: random.Random) -> Leg:
+    """The bare discord.py bot under the load; it says "ready" only once its gateway session is up."""
     fake = emu.fake
-    proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, not awaited
+    return await _platform.run_baseline(
+        PLATFORM, emu, rng,
         [sys.executable, "-m", "bench.discord", "_echo-bot", fake.base_url, fake.gateway_url, fake.token],
-        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True,
+        ready_timeout=60, stop_timeout=60,
     )
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)
-        if line.strip() != "ready":
-            raise RuntimeError(f"the echo bot did not start (said {line!r})")
-        leg = Leg("raw")
-        await paced(emu, leg, rng, proc.pid)
-        return leg
-    finally:
-        _stop(proc)
 
 
 async def run_gateway(emu: Emulator, model: ModelProcess, home: Path, rng: random.Random) -> tuple[Leg, int]:
-    home.mkdir(parents=True)  # noqa: ASYNC240 - once, before the measurement
-    port = free_port()
-    config = {
-        "model": {"base_url": model.base_url, "default": "fake-model", "max_retries": 0},
-        "platforms": {
-            "api_server": {"host": "127.0.0.1", "port": port},
-            "discord": {"base_url": emu.fake.base_url, "gateway_url": emu.fake.gateway_url},
-        },
-        "auth": {"allow_all_users": True},
-    }
-    (home / "config.yaml").write_text(yaml.safe_dump(config))
-    env = _env() | {"HERMES_HOME": str(home), "DISCORD_BOT_TOKEN": emu.fake.token}
-    log = open(home.parent / "gateway-discord.log", "w")  # closed below
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.perf_counter() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the gateway exited with {proc.returncode}")
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                status, _ = await http_get(port, "/readyz")  # ready: the platform is connected
-                if status == 200:
-                    break
-            if time.perf_counter() > deadline:
-                raise RuntimeError("the gateway did not become ready within 60 s")
-            await asyncio.sleep(0.05)
-        await asyncio.to_thread(model.dump)  # forget start-up noise
-        leg = Leg("gateway")
-        await paced(emu, leg, rng, proc.pid)
-        leg.model_ns = await asyncio.to_thread(model.dump)
-    finally:
-        rc = _stop(proc)
-        log.close()
-    return leg, rc
+    """The gateway with only Discord, pointed at the fake's REST and websocket URLs."""
+    return await _platform.run_gateway(
+        PLATFORM, emu, model, home, rng,
+        settings={"base_url": emu.fake.base_url, "gateway_url": emu.fake.gateway_url},
+        secrets={"DISCORD_BOT_TOKEN": emu.fake.token},
+    )
 
 
 async def run_all(tmp: Path) -> int:
-    print(
-        f"Python {'.'.join(map(str, sys.version_info[:3]))}, {os.cpu_count()} CPUs, BENCH_SCALE={SCALE:g}; "
-        f"{CHATS} DM chats x {PER_CHAT} messages, Poisson arrivals at {RATE:g} msg/s, "
-        "FakeDiscord in the load generator, model = FakeOpenAI echo in its own process"
-    )
-    rng = random.Random(SEED)
-    emu = Emulator()
-    await emu.start()
-    model = ModelProcess()
-    try:
-        raw = await run_baseline(emu, rng)
-        print(f"  ran raw (bare discord.py echo bot): {len(raw.e2e_ms)} msgs in {raw.seconds:.1f} s", flush=True)
-        gw, rc = await run_gateway(emu, model, tmp / "home", rng)
-        print(f"  ran gateway: {len(gw.e2e_ms)} msgs in {gw.seconds:.1f} s, exit code {rc}", flush=True)
-    finally:
-        model.close()
-        await emu.fake.stop()
-
-    raw_e2e = list(raw.e2e_ms.values())
-    cost = gw.cost_ms()
-    raw_p50 = pct(raw_e2e, 0.5)
-    over_p50 = pct(cost, 0.5) - raw_p50
-    over_p99 = pct(cost, 0.99) - pct(raw_e2e, 0.99)
-    errors = raw.errors + gw.errors + [f"gateway {t}: no model timing" for t in gw.e2e_ms if t not in gw.model_ns]
-    gw_e2e = list(gw.e2e_ms.values())
-    print()
-    print(f"  raw     e2e p50 {raw_p50:6.2f} p99 {pct(raw_e2e, 0.99):6.2f} ms | "
-          f"bot CPU {raw.cpu_s / max(len(raw_e2e), 1) * 1000:.2f} ms/msg")
-    print(f"  gateway e2e p50 {pct(gw_e2e, 0.5):6.2f} p99 {pct(gw_e2e, 0.99):6.2f} ms"
-          f" | minus model p50 {pct(cost, 0.5):6.2f} p99 {pct(cost, 0.99):6.2f} ms | "
-          f"gateway CPU {gw.cpu_s / max(len(cost), 1) * 1000:.2f} ms/msg")
-    for e in errors[:10]:
-        print(f"  error: {e}")
-    print()
-    print(f"discord.raw_p50_ms={raw_p50:.2f}")
-    print(f"discord.gateway_p50_ms={pct(cost, 0.5):.2f}")
-    print(f"discord.overhead_p50_ms={over_p50:.2f}")
-    print(f"discord.overhead_p99_ms={over_p99:.2f}")
-    print(f"discord.cpu_ms_per_msg={gw.cpu_s / max(len(cost), 1) * 1000:.2f}")
-    print()
-    ok = over_p50 <= OVERHEAD_P50_TARGET_MS
-    print("targets:")
-    print(f"  {'PASS' if ok else 'MISS'}  overhead p50 <= {OVERHEAD_P50_TARGET_MS:g} ms over the emulator round trip "
-          f"at {CHATS} concurrent chats: {over_p50:.2f} ms ({pct(cost, 0.5):.2f} - {raw_p50:.2f})")
-    if errors or rc != 0 or not cost:
-        print(f"discord benchmark invalid: {len(errors)} errors, gateway exit code {rc}", file=sys.stderr)
-        return 1
-    return 0
+    return await _platform.run(PLATFORM, Emulator, tmp, SEED, run_baseline, run_gateway)
 
 
 def main() -> int:
-    tmp = Path(tempfile.mkdtemp(prefix="hermes-bench-dc-"))
-    try:
-        return asyncio.run(run_all(tmp))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return _platform.main(PLATFORM, run_all)
 
 
 if __name__ == "__main__":

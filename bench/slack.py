@@ -19,26 +19,31 @@ msg/s; same clock; same cost = end-to-end minus the fake model's handler time), 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import random
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
+from bench import _platform
+from bench._platform import CHATS, TIMEOUT_S, Leg
+from bench.gateway import ModelProcess
 
-from bench.gateway import ROOT, SCALE, ModelProcess, free_port, http_get, pct
-from bench.telegram import CHATS, PER_CHAT, RATE, TIMEOUT_S, Leg, paced
-
-OVERHEAD_P50_TARGET_MS = 10.0
 SEED = 20261123
 _TOKEN = re.compile(r"echo: (T\d+n\d+)")
+
+PLATFORM = _platform.Platform(
+    name="slack",
+    token_prefix="T",
+    env_prefixes=("TELEGRAM_", "SLACK_", "DISCORD_"),
+    chats="DMs",
+    fake="FakeSlack (Socket Mode)",
+    baseline="bare slack-bolt echo app",
+    baseline_kind="app",
+    tmp_prefix="hermes-bench-slack-",
+)
 
 
 def _echo_app_main(api_base_url: str, bot_token: str, app_token: str) -> None:
@@ -55,7 +60,7 @@ def _echo_app_main(api_base_url: str, bot_token: str, app_token: str) -> None:
             await say(text=f"echo: {event.get('text')}", thread_ts=event["ts"])
 
         handler = AsyncSocketModeHandler(app, app_token=app_token)
-        await handler.connect_async()
+        await handler.connect_async()  # type: ignore[no-untyped-call]  # slack-bolt leaves it unannotated
         print("ready", flush=True)
         await asyncio.Event().wait()
 
@@ -63,7 +68,7 @@ def _echo_app_main(api_base_url: str, bot_token: str, app_token: str) -> None:
 
 
 class Emulator:
-    """FakeSlack plus a per-token clock on outgoing answers; the interface ``bench.telegram.paced`` drives."""
+    """FakeSlack plus a per-token clock on outgoing answers; the interface ``bench._platform.paced`` drives."""
 
     def __init__(self) -> None:
         from tests.emulators.fake_slack import FakeSlack
@@ -106,143 +111,36 @@ class Emulator:
         return done - started
 
 
-def _env() -> dict[str, str]:
-    prefixes = ("HERMES_", "API_SERVER", "GATEWAY_", "TELEGRAM_", "SLACK_", "DISCORD_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(prefixes)}
-    env["PYTHONPATH"] = str(ROOT)
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    return env
-
-
-def _stop(proc: subprocess.Popen[Any], timeout: float) -> int:
-    if proc.poll() is None:
-        proc.terminate()
-    try:
-        return proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        return proc.wait()
-
-
 async def run_baseline(emu: Emulator, rng: random.Random) -> Leg:
+    """The bare Bolt app under the load, once its Socket Mode connection is open at the fake."""
     from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN
 
-    proc = subprocess.Popen(  # noqa: ASYNC220 - start-up, outside the measured phase
+    return await _platform.run_baseline(
+        PLATFORM, emu, rng,
         [sys.executable, "-m", "bench.slack", "_echo-app", emu.fake.api_base_url, BOT_TOKEN, APP_TOKEN],
-        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True,
+        what="echo app", connected=lambda: emu.connected(1),
     )
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.to_thread(proc.stdout.readline)
-        if line.strip() != "ready":
-            raise RuntimeError(f"the echo app did not start (said {line!r})")
-        await emu.connected(1)
-        leg = Leg("raw")
-        await paced(emu, leg, rng, proc.pid)  # type: ignore[arg-type]
-        return leg
-    finally:
-        _stop(proc, 10)
 
 
 async def run_gateway(emu: Emulator, model: ModelProcess, home: Path, rng: random.Random) -> tuple[Leg, int]:
+    """The gateway with only Slack (Socket Mode); the load waits for its socket as well as /readyz."""
     from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN
 
-    home.mkdir(parents=True)  # noqa: ASYNC240
-    port = free_port()
-    config = {
-        "model": {"base_url": model.base_url, "default": "fake-model", "max_retries": 0},
-        "platforms": {
-            "api_server": {"host": "127.0.0.1", "port": port},
-            "slack": {"api_base_url": emu.fake.api_base_url,
-                      "thinking_placeholder": os.environ.get("BENCH_SLACK_PLACEHOLDER", "1") != "0"},
-        },
-        "auth": {"allow_all_users": True},
-    }
-    (home / "config.yaml").write_text(yaml.safe_dump(config))
-    env = _env() | {"HERMES_HOME": str(home), "SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN}
-    log = open(home.parent / "gateway-slack.log", "w")  # closed below
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
-                            stdout=log, stderr=subprocess.STDOUT)
-    rc = -1
-    try:
-        deadline = time.perf_counter() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the gateway exited with {proc.returncode}")
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                status, _ = await http_get(port, "/readyz")  # ready: the platform is connected
-                if status == 200:
-                    break
-            if time.perf_counter() > deadline:
-                raise RuntimeError("the gateway did not become ready within 60 s")
-            await asyncio.sleep(0.05)
-        await emu.connected(2)
-        await asyncio.to_thread(model.dump)  # forget start-up noise
-        leg = Leg("gateway")
-        await paced(emu, leg, rng, proc.pid)  # type: ignore[arg-type]
-        leg.model_ns = await asyncio.to_thread(model.dump)
-    finally:
-        rc = _stop(proc, 60)
-        log.close()
-    return leg, rc
+    return await _platform.run_gateway(
+        PLATFORM, emu, model, home, rng,
+        settings={"api_base_url": emu.fake.api_base_url,
+                  "thinking_placeholder": os.environ.get("BENCH_SLACK_PLACEHOLDER", "1") != "0"},
+        secrets={"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN},
+        connected=lambda: emu.connected(2),
+    )
 
 
 async def run_all(tmp: Path) -> int:
-    print(
-        f"Python {'.'.join(map(str, sys.version_info[:3]))}, {os.cpu_count()} CPUs, BENCH_SCALE={SCALE:g}; "
-        f"{CHATS} DMs x {PER_CHAT} messages, Poisson arrivals at {RATE:g} msg/s, "
-        "FakeSlack (Socket Mode) in the load generator, model = FakeOpenAI echo in its own process"
-    )
-    rng = random.Random(SEED)
-    emu = Emulator()
-    await emu.start()
-    model = ModelProcess()
-    try:
-        raw = await run_baseline(emu, rng)
-        print(f"  ran raw (bare slack-bolt echo app): {len(raw.e2e_ms)} msgs in {raw.seconds:.1f} s", flush=True)
-        gw, rc = await run_gateway(emu, model, tmp / "home", rng)
-        print(f"  ran gateway: {len(gw.e2e_ms)} msgs in {gw.seconds:.1f} s, exit code {rc}", flush=True)
-    finally:
-        model.close()
-        await emu.stop()
-
-    raw_e2e = list(raw.e2e_ms.values())
-    cost = gw.cost_ms()
-    raw_p50 = pct(raw_e2e, 0.5)
-    over_p50 = pct(cost, 0.5) - raw_p50
-    over_p99 = pct(cost, 0.99) - pct(raw_e2e, 0.99)
-    errors = raw.errors + gw.errors + [f"gateway {t}: no model timing" for t in gw.e2e_ms if t not in gw.model_ns]
-    print()
-    print(f"  raw     e2e p50 {raw_p50:6.2f} p99 {pct(raw_e2e, 0.99):6.2f} ms | "
-          f"app CPU {raw.cpu_s / max(len(raw_e2e), 1) * 1000:.2f} ms/msg")
-    print(f"  gateway e2e p50 {pct(list(gw.e2e_ms.values()), 0.5):6.2f} "
-          f"p99 {pct(list(gw.e2e_ms.values()), 0.99):6.2f} ms | minus model p50 {pct(cost, 0.5):6.2f} "
-          f"p99 {pct(cost, 0.99):6.2f} ms | gateway CPU {gw.cpu_s / max(len(cost), 1) * 1000:.2f} ms/msg")
-    for e in errors[:10]:
-        print(f"  error: {e}")
-    print()
-    print(f"slack.raw_p50_ms={raw_p50:.2f}")
-    print(f"slack.gateway_p50_ms={pct(cost, 0.5):.2f}")
-    print(f"slack.overhead_p50_ms={over_p50:.2f}")
-    print(f"slack.overhead_p99_ms={over_p99:.2f}")
-    print(f"slack.cpu_ms_per_msg={gw.cpu_s / max(len(cost), 1) * 1000:.2f}")
-    print()
-    ok = over_p50 <= OVERHEAD_P50_TARGET_MS
-    print("targets:")
-    print(f"  {'PASS' if ok else 'MISS'}  overhead p50 <= {OVERHEAD_P50_TARGET_MS:g} ms over the emulator round trip "
-          f"at {CHATS} concurrent chats: {over_p50:.2f} ms ({pct(cost, 0.5):.2f} - {raw_p50:.2f})")
-    if errors or rc != 0 or not cost:
-        print(f"slack benchmark invalid: {len(errors)} errors, gateway exit code {rc}", file=sys.stderr)
-        return 1
-    return 0
+    return await _platform.run(PLATFORM, Emulator, tmp, SEED, run_baseline, run_gateway)
 
 
 def main() -> int:
-    tmp = Path(tempfile.mkdtemp(prefix="hermes-bench-slack-"))
-    try:
-        return asyncio.run(run_all(tmp))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return _platform.main(PLATFORM, run_all)
 
 
 if __name__ == "__main__":

@@ -34,32 +34,31 @@ model call's client side, MarkdownV2 rendering). Target: <= 10 ms.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import random
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-import yaml
+from bench import _platform
+from bench._platform import CHATS, TIMEOUT_S, Leg
+from bench.gateway import ModelProcess
 
-from bench.gateway import ROOT, SCALE, ModelProcess, free_port, http_get, pct, sample_proc
-
-CHATS = 100
-PER_CHAT = max(3, round(10 * SCALE))  # 1000 messages per leg at scale 1
-RATE = 40.0  # msg/s over all chats
-TIMEOUT_S = 60.0
-OVERHEAD_P50_TARGET_MS = 10.0
 SEED = 20261122
 
-_WORDS = "please tell me about the weather tomorrow and remind me to call mum after lunch thanks".split()
 _TOKEN = re.compile(r"echo: (T\d+n\d+)")
+
+PLATFORM = _platform.Platform(
+    name="telegram",
+    token_prefix="T",
+    env_prefixes=("TELEGRAM_",),
+    chats="private chats",
+    fake="FakeTelegram",
+    baseline="bare PTB echo bot",
+    baseline_kind="bot",
+    tmp_prefix="hermes-bench-tg-",
+)
 
 
 # ------------------------------------------------------------ the baseline bot
@@ -96,21 +95,7 @@ def _echo_bot_main(base_url: str, token: str) -> None:
     asyncio.run(serve())
 
 
-# ------------------------------------------------------------------ the load
-
-
-@dataclass
-class Leg:
-    name: str
-    e2e_ms: dict[str, float] = field(default_factory=dict)
-    errors: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    cpu_s: float = 0.0
-    model_ns: dict[str, int] = field(default_factory=dict)
-
-    def cost_ms(self) -> list[float]:
-        """End-to-end minus the model's handler time (messages the model saw)."""
-        return [ms - self.model_ns[t] / 1e6 for t, ms in self.e2e_ms.items() if t in self.model_ns]
+# ------------------------------------------------------------- the emulator
 
 
 class Emulator:
@@ -156,169 +141,32 @@ class Emulator:
         return done - started
 
 
-async def paced(emu: Emulator, leg: Leg, rng: random.Random, pid: int) -> None:
-    owners = [c for c in range(CHATS) for _ in range(PER_CHAT)]
-    rng.shuffle(owners)
-    at: list[list[float]] = [[] for _ in range(CHATS)]
-    t = 0.0
-    for owner in owners:
-        t += rng.expovariate(RATE)
-        at[owner].append(t)
-    cpu0 = sample_proc(pid).cpu_s
-    started = time.perf_counter()
-
-    async def chat(c: int) -> None:
-        user = emu.users[c]
-        for i, due in enumerate(at[c]):
-            await asyncio.sleep(max(0.0, due - (time.perf_counter() - started)))
-            token = f"T{c:03d}n{i:04d}"
-            text = f"{token} " + " ".join(rng.choices(_WORDS, k=rng.randint(5, 20)))
-            try:
-                leg.e2e_ms[token] = await emu.say(user, token, text) * 1000
-            except TimeoutError:
-                leg.errors.append(f"{leg.name} {token}: no answer within {TIMEOUT_S:g} s")
-
-    await asyncio.gather(*(chat(c) for c in range(CHATS)))
-    leg.seconds = time.perf_counter() - started
-    leg.cpu_s = sample_proc(pid).cpu_s - cpu0
-
-
-# ------------------------------------------------------------------ processes
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "API_SERVER", "GATEWAY_", "TELEGRAM_"))}
-    env["PYTHONPATH"] = str(ROOT)
-    env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
-    return env
+# ------------------------------------------------------------------ the legs
 
 
 async def run_baseline(emu: Emulator, rng: random.Random) -> Leg:
-    proc = subprocess.Popen(  # noqa: ASYNC220 - a long-lived child, started before the measurement
-        [sys.executable, "-m", "bench.telegram", "_echo-bot", emu.fake.base_url, emu.fake.token],
-        cwd=ROOT, env=_env(), stdout=subprocess.PIPE, text=True,
+    """The bare PTB bot under the load, once its first ``getUpdates`` is parked at the fake."""
+    return await _platform.run_baseline(
+        PLATFORM, emu, rng, [sys.executable, "-m", "bench.telegram", "_echo-bot", emu.fake.base_url, emu.fake.token],
+        connected=lambda: emu.fake.wait_connected(10),
     )
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.to_thread(proc.stdout.readline)
-        if line.strip() != "ready":
-            raise RuntimeError(f"the echo bot did not start (said {line!r})")
-        await emu.fake.wait_connected(10)
-        leg = Leg("raw")
-        await paced(emu, leg, rng, proc.pid)
-        return leg
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 async def run_gateway(emu: Emulator, model: ModelProcess, home: Path, rng: random.Random) -> tuple[Leg, int]:
-    home.mkdir(parents=True)  # noqa: ASYNC240 - once, before the measurement
-    port = free_port()
-    config = {
-        "model": {"base_url": model.base_url, "default": "fake-model", "max_retries": 0},
-        "platforms": {
-            "api_server": {"host": "127.0.0.1", "port": port},
-            "telegram": {"base_url": emu.fake.base_url, "base_file_url": emu.fake.base_file_url},
-        },
-        "auth": {"allow_all_users": True},
-    }
-    (home / "config.yaml").write_text(yaml.safe_dump(config))
-    env = _env() | {"HERMES_HOME": str(home), "TELEGRAM_BOT_TOKEN": emu.fake.token}
-    log = open(home.parent / "gateway-telegram.log", "w")  # closed below
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.perf_counter() + 60
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the gateway exited with {proc.returncode}")
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                status, _ = await http_get(port, "/readyz")  # ready: the platform is connected
-                if status == 200:
-                    break
-            if time.perf_counter() > deadline:
-                raise RuntimeError("the gateway did not become ready within 60 s")
-            await asyncio.sleep(0.05)
-        await asyncio.to_thread(model.dump)  # forget start-up noise
-        leg = Leg("gateway")
-        await paced(emu, leg, rng, proc.pid)
-        leg.model_ns = await asyncio.to_thread(model.dump)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-        try:
-            rc = proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            rc = proc.wait()
-        log.close()
-    return leg, rc
-
-
-# --------------------------------------------------------------------- report
+    """The gateway with only Telegram (polling), pointed at the fake's bot API and file URLs."""
+    return await _platform.run_gateway(
+        PLATFORM, emu, model, home, rng,
+        settings={"base_url": emu.fake.base_url, "base_file_url": emu.fake.base_file_url},
+        secrets={"TELEGRAM_BOT_TOKEN": emu.fake.token},
+    )
 
 
 async def run_all(tmp: Path) -> int:
-    print(
-        f"Python {'.'.join(map(str, sys.version_info[:3]))}, {os.cpu_count()} CPUs, BENCH_SCALE={SCALE:g}; "
-        f"{CHATS} private chats x {PER_CHAT} messages, Poisson arrivals at {RATE:g} msg/s, "
-        "FakeTelegram in the load generator, model = FakeOpenAI echo in its own process"
-    )
-    rng = random.Random(SEED)
-    emu = Emulator()
-    await emu.start()
-    model = ModelProcess()
-    try:
-        raw = await run_baseline(emu, rng)
-        print(f"  ran raw (bare PTB echo bot): {len(raw.e2e_ms)} msgs in {raw.seconds:.1f} s", flush=True)
-        gw, rc = await run_gateway(emu, model, tmp / "home", rng)
-        print(f"  ran gateway: {len(gw.e2e_ms)} msgs in {gw.seconds:.1f} s, exit code {rc}", flush=True)
-    finally:
-        model.close()
-        await emu.stop()
-
-    raw_e2e = list(raw.e2e_ms.values())
-    cost = gw.cost_ms()
-    raw_p50 = pct(raw_e2e, 0.5)
-    over_p50 = pct(cost, 0.5) - raw_p50
-    over_p99 = pct(cost, 0.99) - pct(raw_e2e, 0.99)
-    errors = raw.errors + gw.errors + [f"gateway {t}: no model timing" for t in gw.e2e_ms if t not in gw.model_ns]
-    print()
-    print(f"  raw     e2e p50 {raw_p50:6.2f} p99 {pct(raw_e2e, 0.99):6.2f} ms | "
-          f"bot CPU {raw.cpu_s / max(len(raw_e2e), 1) * 1000:.2f} ms/msg")
-    print(f"  gateway e2e p50 {pct(list(gw.e2e_ms.values()), 0.5):6.2f} p99 {pct(list(gw.e2e_ms.values()), 0.99):6.2f} ms"
-          f" | minus model p50 {pct(cost, 0.5):6.2f} p99 {pct(cost, 0.99):6.2f} ms | "
-          f"gateway CPU {gw.cpu_s / max(len(cost), 1) * 1000:.2f} ms/msg")
-    for e in errors[:10]:
-        print(f"  error: {e}")
-    print()
-    print(f"telegram.raw_p50_ms={raw_p50:.2f}")
-    print(f"telegram.gateway_p50_ms={pct(cost, 0.5):.2f}")
-    print(f"telegram.overhead_p50_ms={over_p50:.2f}")
-    print(f"telegram.overhead_p99_ms={over_p99:.2f}")
-    print(f"telegram.cpu_ms_per_msg={gw.cpu_s / max(len(cost), 1) * 1000:.2f}")
-    print()
-    ok = over_p50 <= OVERHEAD_P50_TARGET_MS
-    print("targets:")
-    print(f"  {'PASS' if ok else 'MISS'}  overhead p50 <= {OVERHEAD_P50_TARGET_MS:g} ms over the emulator round trip "
-          f"at {CHATS} concurrent chats: {over_p50:.2f} ms ({pct(cost, 0.5):.2f} - {raw_p50:.2f})")
-    if errors or rc != 0 or not cost:
-        print(f"telegram benchmark invalid: {len(errors)} errors, gateway exit code {rc}", file=sys.stderr)
-        return 1
-    return 0
+    return await _platform.run(PLATFORM, Emulator, tmp, SEED, run_baseline, run_gateway)
 
 
 def main() -> int:
-    tmp = Path(tempfile.mkdtemp(prefix="hermes-bench-tg-"))
-    try:
-        return asyncio.run(run_all(tmp))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return _platform.main(PLATFORM, run_all)
 
 
 if __name__ == "__main__":
