@@ -119,6 +119,9 @@ class Adapter(abc.ABC):
     #: replies cut off by a crash can be sent later (false where a request
     #: waits for its answer, like the local HTTP API)
     supports_recovery: bool = True
+    #: a message in a thread of a channel is reported as a ``THREAD`` chat (Discord, Slack);
+    #: elsewhere (Telegram topics) it keeps its chat's type, with the thread id beside it
+    threads_are_chats: bool = False
 
     def __init__(self) -> None:
         self._handler: MessageHandler | None = None
@@ -170,9 +173,10 @@ class Adapter(abc.ABC):
         chat itself), described exactly as this adapter describes such a real message
         (chat id, chat type, thread id, user), so the router's key for it is the key
         those messages will get. ``chat_type`` is the chat's own type as its messages
-        reported it. Override where a message in a thread looks different from one
-        in its chat (a separate ``THREAD`` chat type, say).
+        reported it.
         """
+        if thread_id is not None and self.threads_are_chats and chat_type is not ChatType.DM:
+            chat_type = ChatType.THREAD
         return InboundMessage(platform=self.platform, chat_id=chat_id, chat_type=chat_type, user_id=user_id,
                               text=text, thread_id=thread_id)
 

@@ -173,6 +173,7 @@ class DiscordAdapter(Adapter):
     platform = PLATFORM
     max_message_length = 2000
     supports_recovery = True
+    threads_are_chats = True
 
     def __init__(self, settings: DiscordSettings) -> None:
         super().__init__()
@@ -638,13 +639,6 @@ class DiscordAdapter(Adapter):
         kind = ref.chat_type if ref is not None else ChatType.CHANNEL
         name = getattr(channel, "name", None)
         return ChatInfo(chat_id=chat_id, chat_type=kind, name=name if isinstance(name, str) else None)
-
-    def inbound_in_thread(self, chat_id: str, chat_type: ChatType, thread_id: str | None, *,
-                          user_id: str | None, text: str) -> InboundMessage:
-        """As ``classify_channel`` reports it: a message in a thread is a ``thread`` chat under its parent."""
-        kind = ChatType.THREAD if thread_id is not None and chat_type is not ChatType.DM else chat_type
-        return InboundMessage(platform=PLATFORM, chat_id=chat_id, chat_type=kind, user_id=user_id, text=text,
-                              thread_id=thread_id)
 
     async def create_thread(self, chat_id: str, name: str, *, from_message_id: str | None = None) -> str | None:
         """A public thread in ``chat_id`` (from a message if given); its id. None in a DM (no threads)."""

@@ -147,6 +147,7 @@ class SlackAdapter(Adapter):
     #: Slack's readable limit (the hard one is 40,000); measured on the mrkdwn text
     max_message_length = 4000
     supports_recovery = True
+    threads_are_chats = True
 
     def __init__(self, settings: SlackSettings) -> None:
         super().__init__()
@@ -552,13 +553,6 @@ class SlackAdapter(Adapter):
         kind = ChatType.DM if channel.get("is_im") else ChatType.CHANNEL
         name = channel.get("name") if isinstance(channel.get("name"), str) else None
         return ChatInfo(chat_id=chat_id, chat_type=kind, name=name)
-
-    def inbound_in_thread(self, chat_id: str, chat_type: ChatType, thread_id: str | None, *,
-                          user_id: str | None, text: str) -> InboundMessage:
-        """As ``to_inbound`` reports it: a reply in a channel's thread is a ``thread`` chat; a DM stays a DM."""
-        kind = ChatType.THREAD if thread_id is not None and chat_type is not ChatType.DM else chat_type
-        return InboundMessage(platform=PLATFORM, chat_id=chat_id, chat_type=kind, user_id=user_id, text=text,
-                              thread_id=thread_id)
 
     async def create_thread(self, chat_id: str, name: str, *, from_message_id: str | None = None) -> str | None:
         """A seed message titled ``name``; its ts is the thread. Under ``from_message_id`` when given."""

@@ -74,7 +74,6 @@ from ..base import (
     ChatInfo,
     ChatType,
     FatalAdapterError,
-    InboundMessage,
     OutboundMessage,
     SendResult,
 )
@@ -694,12 +693,6 @@ class TelegramAdapter(Adapter):
         return ("the Telegram home channel is a group without topics, so a handed-off session would have no "
                 "place of its own there. Turn on Topics for that group (making it a forum) and send /sethome "
                 "there again, or send /sethome in your private chat with the bot")
-
-    def inbound_in_thread(self, chat_id: str, chat_type: ChatType, thread_id: str | None, *,
-                          user_id: str | None, text: str) -> InboundMessage:
-        """As ``to_inbound`` reports it: a forum topic message is a ``group`` message with the topic as thread."""
-        return InboundMessage(platform=PLATFORM, chat_id=chat_id, chat_type=chat_type, user_id=user_id, text=text,
-                              thread_id=thread_id)
 
     async def create_thread(self, chat_id: str, name: str, *, from_message_id: str | None = None) -> str | None:
         """A forum topic where the chat is a forum; otherwise a seed message whose id threads later replies."""
