@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -50,6 +51,50 @@ class Platform:
     baseline: str  # "ran raw (...)": what the baseline is
     baseline_kind: str  # "bot" or "app", in the raw CPU column
     tmp_prefix: str
+
+
+F = TypeVar("F")
+
+
+class TokenClock:
+    """A message's clock: from its send to the fake accepting the answer that carries its token."""
+
+    def __init__(self, token: re.Pattern[str], text_of: Callable[[dict[str, Any]], str]) -> None:
+        self._token = token
+        self._text_of = text_of  # what the platform's fake recorded as the sent text
+        self._waiters: dict[str, asyncio.Future[float]] = {}
+
+    def fake(self, fake_class: type[F]) -> F:
+        """An instance of the platform's fake that stops clocks as it records what it was sent."""
+        clock = self
+        base: Any = fake_class
+
+        class Timed(base):  # type: ignore[misc]
+            def _record_sent(self, message: Any) -> Any:
+                clock._stop(message)
+                return super()._record_sent(message)
+
+        fake: F = Timed()
+        return fake
+
+    def _stop(self, message: dict[str, Any]) -> None:
+        now = time.perf_counter()
+        m = self._token.search(self._text_of(message))
+        fut = self._waiters.pop(m.group(1), None) if m is not None else None
+        if fut is not None and not fut.done():
+            fut.set_result(now)
+
+    async def time(self, token: str, send: Awaitable[Any]) -> float:
+        """Send (the awaitable queues the message in the fake); seconds until its answer arrived."""
+        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+        self._waiters[token] = fut
+        started = time.perf_counter()
+        await send
+        try:
+            done = await asyncio.wait_for(fut, TIMEOUT_S)
+        finally:
+            self._waiters.pop(token, None)
+        return done - started
 
 
 class Emulator(Protocol):

@@ -23,12 +23,11 @@ import os
 import random
 import re
 import sys
-import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from bench import _platform
-from bench._platform import CHATS, TIMEOUT_S, Leg
+from bench._platform import CHATS, Leg
 from bench.gateway import ModelProcess
 
 SEED = 20261123
@@ -73,19 +72,8 @@ class Emulator:
     def __init__(self) -> None:
         from tests.emulators.fake_slack import FakeSlack
 
-        class Timed(FakeSlack):
-            waiters: ClassVar[dict[str, asyncio.Future[float]]] = {}
-
-            def _record_sent(self, message: Any) -> Any:
-                now = time.perf_counter()
-                m = _TOKEN.search(str(message.get("text") or ""))
-                if m is not None:
-                    fut = self.waiters.pop(m.group(1), None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(now)
-                return super()._record_sent(message)
-
-        self.fake = Timed()
+        self.clock = _platform.TokenClock(_TOKEN, lambda m: str(m.get("text") or ""))
+        self.fake = self.clock.fake(FakeSlack)
         self.users: list[dict[str, Any]] = []
 
     async def start(self) -> None:
@@ -100,15 +88,7 @@ class Emulator:
                                  60, what="the Socket Mode client")
 
     async def say(self, user: dict[str, Any], token: str, text: str) -> float:
-        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        self.fake.waiters[token] = fut
-        started = time.perf_counter()
-        await self.fake.user_says(text, chat=user["chat"], user=user["id"])
-        try:
-            done = await asyncio.wait_for(fut, TIMEOUT_S)
-        finally:
-            self.fake.waiters.pop(token, None)
-        return done - started
+        return await self.clock.time(token, self.fake.user_says(text, chat=user["chat"], user=user["id"]))
 
 
 async def run_baseline(emu: Emulator, rng: random.Random) -> Leg:

@@ -37,12 +37,11 @@ import asyncio
 import random
 import re
 import sys
-import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from bench import _platform
-from bench._platform import CHATS, TIMEOUT_S, Leg
+from bench._platform import CHATS, Leg
 from bench.gateway import ModelProcess
 
 SEED = 20261122
@@ -104,20 +103,11 @@ class Emulator:
     def __init__(self) -> None:
         from tests.emulators.fake_telegram import FakeTelegram
 
-        class Timed(FakeTelegram):
-            waiters: ClassVar[dict[str, asyncio.Future[float]]] = {}
-
-            def _record_sent(self, message: Any) -> Any:
-                now = time.perf_counter()
-                text = str(message.get("rendered") or message.get("text") or "")
-                m = _TOKEN.search(text.replace("\\", ""))
-                if m is not None:
-                    fut = self.waiters.pop(m.group(1), None)
-                    if fut is not None and not fut.done():
-                        fut.set_result(now)
-                return super()._record_sent(message)
-
-        self.fake = Timed()
+        # MarkdownV2 escapes the token's punctuation: read the rendered text, unescaped.
+        self.clock = _platform.TokenClock(
+            _TOKEN, lambda m: str(m.get("rendered") or m.get("text") or "").replace("\\", "")
+        )
+        self.fake = self.clock.fake(FakeTelegram)
         self.users: list[dict[str, Any]] = []
 
     async def start(self) -> None:
@@ -130,15 +120,7 @@ class Emulator:
 
     async def say(self, user: dict[str, Any], token: str, text: str) -> float:
         """Queue the message; the seconds until its answer reached the fake."""
-        fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
-        self.fake.waiters[token] = fut
-        started = time.perf_counter()
-        await self.fake.user_says(text, user=user)
-        try:
-            done = await asyncio.wait_for(fut, TIMEOUT_S)
-        finally:
-            self.fake.waiters.pop(token, None)
-        return done - started
+        return await self.clock.time(token, self.fake.user_says(text, user=user))
 
 
 # ------------------------------------------------------------------ the legs

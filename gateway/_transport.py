@@ -2,11 +2,10 @@
 
 httpx's default transport (httpcore over anyio streams) costs about 2 ms of
 CPU per request on a small VM; aiohttp's client, with its C parser, about a
-fifth of that. The gateway makes two to four HTTP calls per message (the model,
-and on Telegram the Bot API's sendChatAction, sendMessage and getUpdates), so
-the transport is most of what a message costs. Callers keep httpx's API (the
-model client, python-telegram-bot's ``HTTPXRequest``); only the bytes on the
-wire go through aiohttp.
+fifth of that, and every message makes at least one model call. The model
+client keeps httpx's API; only the bytes on the wire go through aiohttp.
+(python-telegram-bot's HTTP layer is swapped at its own seam instead:
+``adapters/telegram/_request.py``.)
 
 The contract of ``httpx.AsyncBaseTransport`` is kept: bodies are passed on as
 httpx encoded them, responses come back undecoded (httpx does the
@@ -40,8 +39,8 @@ def _timeout(request: httpx.Request) -> aiohttp.ClientTimeout:
 class AiohttpTransport(httpx.AsyncBaseTransport):
     """One aiohttp session per transport, opened on first use and again after ``aclose``.
 
-    Reopening matters: python-telegram-bot closes its client on shutdown and
-    builds a new one around the same transport when it is initialized again.
+    Reopening keeps the transport usable by a client built again around it after
+    an earlier one closed it (httpx clients close their transport).
     """
 
     def __init__(self, *, max_connections: int = 100, trust_env: bool = True) -> None:

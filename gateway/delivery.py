@@ -63,10 +63,10 @@ class Delivery:
         self._adapters = adapters
         self._marks: set[asyncio.Task[None]] = set()
 
-    def recoverable(self, out: OutboundMessage) -> bool:
-        """Whether this message goes through the ledger: a reply that could be re-sent after a crash."""
-        adapter = self._adapters.get(out.platform)
-        return out.kind is SendKind.REPLY and adapter is not None and adapter.supports_recovery
+    def recoverable(self, platform: str) -> bool:
+        """Whether replies on ``platform`` go through the ledger: they could be re-sent after a crash."""
+        adapter = self._adapters.get(platform)
+        return adapter is not None and adapter.supports_recovery
 
     async def send(self, out: OutboundMessage, *, session_key: str | None = None,
                    session_id: str | None = None, ledger_id: int | None = None) -> bool:
@@ -78,7 +78,7 @@ class Delivery:
         if adapter is None:
             log.error("delivery.no_adapter", platform=out.platform)
             return False
-        if not self.recoverable(out):
+        if out.kind is not SendKind.REPLY or not self.recoverable(out.platform):
             return await self._send_chunks(adapter, out) is None
         if ledger_id is None:
             ledger_id = await self._store.write(lambda c: record_reply(c, out, session_key, session_id))

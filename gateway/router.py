@@ -291,7 +291,7 @@ class Router:
                 body = f"{answer}\n\n⚠️ {note}" if note else answer
                 return OutboundMessage(msg.platform, msg.chat_id, redact(body), msg.thread_id, msg.message_id, kind)
 
-            outbox = _Outbox(key, reply_to_user) if services.delivery.recoverable(reply_to_user("")) else None
+            outbox = _Outbox(key, reply_to_user) if services.delivery.recoverable(msg.platform) else None
             request = TurnRequest(
                 session_id=binding.session_id,
                 session_key=key,

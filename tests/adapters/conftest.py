@@ -80,6 +80,54 @@ def telegram_config(fake: FakeTelegram, **overrides: Any) -> dict[str, Any]:
     }
 
 
+def daemon_config(model_url: str | None, port: int, platform: str, section: dict[str, Any],
+                  defaults: dict[str, dict[str, Any]] | None = None,
+                  overrides: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """config.yaml for one platform beside the HTTP API: quick test timings, ``defaults`` of the
+    platform's tests, then a test's own ``overrides`` merged section by section."""
+    cfg: dict[str, Any] = {
+        "model": {"base_url": model_url, "default": "fake-model", "max_retries": 0, "timeout": 30},
+        "platforms": {"api_server": {"port": port}, platform: section},
+        "storage": {"synchronous": "NORMAL"},
+        "logging": {"format": "json", "level": "warning"},
+    }
+    for extra in (defaults or {}, overrides or {}):
+        for name, values in extra.items():
+            cfg.setdefault(name, {}).update(values)
+    return cfg
+
+
+@asynccontextmanager
+async def serve_gateway(home: Path, cfg: dict[str, Any], env: dict[str, str], adapter: str,
+                        wait_for: tuple[str, ...]) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient]]:
+    """The daemon's real start-up path (config.yaml + .env -> ``load_config`` -> ``Gateway.run``),
+    in-process, until ``adapter`` reaches one of ``wait_for`` (or the run ends); stopped after."""
+    write_config(home, cfg, env)
+    gw = Gateway(load_config(home, environ={}))
+    task = asyncio.create_task(gw.run())
+
+    def started() -> bool:
+        st = gw.adapter_states.get(adapter)
+        return task.done() or (gw.http_port is not None and st is not None and st.state in wait_for)
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + START_TIMEOUT
+    while not started():
+        if loop.time() > deadline:
+            gw.request_stop()
+            await asyncio.wait_for(task, 30)
+            raise AssertionError(f"the {adapter} adapter did not reach {wait_for}: {gw.adapter_states}")
+        await asyncio.sleep(0.01)
+    if task.done():
+        task.result()
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.http_port}", timeout=30) as http:
+        try:
+            yield gw, http
+        finally:
+            gw.request_stop()
+            await asyncio.wait_for(task, 30)
+
+
 @asynccontextmanager
 async def run_telegram_gateway(
     home: Path,
@@ -93,41 +141,12 @@ async def run_telegram_gateway(
     wait_for: tuple[str, ...] = ("connected",),
 ) -> AsyncIterator[RunningTelegram]:
     port = port or free_port()
-    cfg: dict[str, Any] = {
-        "model": {"base_url": model_url, "default": "fake-model", "max_retries": 0, "timeout": 30},
-        "platforms": {"api_server": {"port": port}, "telegram": telegram_config(fake, **(telegram or {}))},
-        "storage": {"synchronous": "NORMAL"},
-        "logging": {"format": "json", "level": "warning"},
+    cfg = daemon_config(model_url, port, "telegram", telegram_config(fake, **(telegram or {})), {
         # Background model calls (titles, reviews) would race the scripted replies; tests that want them opt in.
         "agent": {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0},
         # Typing from the first moment, so tests of quick answers see it too (the delay has its own test).
         "gateway": {"typing_delay": 0},
-    }
-    for section, values in (config or {}).items():
-        cfg.setdefault(section, {}).update(values)
+    }, config)
     full_env = {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"]), **(env or {})}
-    write_config(home, cfg, full_env)
-    loaded = load_config(home, environ={})
-    gw = Gateway(loaded)
-    task = asyncio.create_task(gw.run())
-
-    def started() -> bool:
-        st = gw.adapter_states.get("telegram")
-        return task.done() or (gw.http_port is not None and st is not None and st.state in wait_for)
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + START_TIMEOUT
-    while not started():
-        if loop.time() > deadline:
-            gw.request_stop()
-            await asyncio.wait_for(task, 30)
-            raise AssertionError(f"the Telegram adapter did not reach {wait_for}: {gw.adapter_states}")
-        await asyncio.sleep(0.01)
-    if task.done():
-        task.result()
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.http_port}", timeout=30) as http:
-        try:
-            yield RunningTelegram(gw, home, fake, http, port)
-        finally:
-            gw.request_stop()
-            await asyncio.wait_for(task, 30)
+    async with serve_gateway(home, cfg, full_env, "telegram", wait_for) as (gw, http):
+        yield RunningTelegram(gw, home, fake, http, port)

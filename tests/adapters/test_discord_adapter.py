@@ -31,9 +31,10 @@ from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
 
+from .conftest import daemon_config, serve_gateway
+
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 15.0
-START_TIMEOUT = 15.0
 
 
 @dataclass
@@ -98,42 +99,12 @@ async def run_discord_gateway(
     config: dict[str, Any] | None = None,
     wait_for: tuple[str, ...] = ("connected",),
 ) -> AsyncIterator[RunningDiscord]:
-    """The daemon's real start-up path (config.yaml + .env → ``load_config`` → ``Gateway.run``)."""
-    cfg: dict[str, Any] = {
-        "model": {"base_url": model_url, "default": "fake-model", "max_retries": 0, "timeout": 30},
-        "platforms": {"api_server": {"port": free_port()}, "discord": discord_config(fake, **(discord or {}))},
-        "storage": {"synchronous": "NORMAL"},
-        "logging": {"format": "json", "level": "warning"},
-        # "Queued" acks would race the answers these tests wait for.
-        "gateway": {"busy_ack": False, "typing_delay": 0},
-    }
-    for section, values in (config or {}).items():
-        cfg.setdefault(section, {}).update(values)
+    # "Queued" acks would race the answers these tests wait for.
+    cfg = daemon_config(model_url, free_port(), "discord", discord_config(fake, **(discord or {})),
+                        {"gateway": {"busy_ack": False, "typing_delay": 0}}, config)
     full_env = {"DISCORD_BOT_TOKEN": fake.token, "DISCORD_ALLOWED_USERS": fake.user["id"], **(env or {})}
-    write_config(home, cfg, full_env)
-    gw = Gateway(load_config(home, environ={}))
-    task = asyncio.create_task(gw.run())
-
-    def started() -> bool:
-        st = gw.adapter_states.get("discord")
-        return task.done() or (gw.http_port is not None and st is not None and st.state in wait_for)
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + START_TIMEOUT
-    while not started():
-        if loop.time() > deadline:
-            gw.request_stop()
-            await asyncio.wait_for(task, 30)
-            raise AssertionError(f"the Discord adapter did not reach {wait_for}: {gw.adapter_states}")
-        await asyncio.sleep(0.01)
-    if task.done():
-        task.result()
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.http_port}", timeout=30) as http:
-        try:
-            yield RunningDiscord(gw, home, fake, http)
-        finally:
-            gw.request_stop()
-            await asyncio.wait_for(task, 30)
+    async with serve_gateway(home, cfg, full_env, "discord", wait_for) as (gw, http):
+        yield RunningDiscord(gw, home, fake, http)
 
 
 def rows(db: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:

@@ -77,3 +77,41 @@ async def test_an_answer_cut_off_by_kill_9_is_delivered_once_after_restart(
     assert len(fake.sent) == 1
     assert len(fake_openai.chat_requests) == 1  # the redelivered update was not a second turn
     assert db_rows(home / "state.db", "SELECT status FROM gateway_outbound") == [("recovered",)]
+
+
+async def test_a_message_lost_in_its_lane_by_kill_9_is_answered_when_redelivered(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    # "Seen" commits with the question: a message that never got that far is no duplicate.
+    fake = fake_telegram
+    home, port = tmp_path / "h", free_port()
+    write_home(home, port, fake_openai.base_url, platforms={"telegram": telegram_config(fake)},
+               gateway={"typing_delay": 60, "busy_ack": False}, agent={"auto_title": False})
+    env = {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"])}
+    fake_openai.hang()  # the first turn never ends; the second message waits behind it
+    with run_daemon(home, port, **env) as d:
+        await d.wait_healthy()
+        first = await fake.user_says("first, stored before the model saw it")
+        for _ in range(500):
+            if fake_openai.chat_requests:
+                break
+            await asyncio.sleep(0.02)
+        assert fake_openai.chat_requests, "the first turn never reached the model"
+        second = await fake.user_says("second, still waiting in the lane")
+        await fake.wait_for(lambda: fake.acked_offset > second["update_id"], WAIT, what="the second update taken")
+        d.proc.send_signal(signal.SIGKILL)
+        assert await d.wait_exit() == -signal.SIGKILL
+    assert db_rows(home / "state.db", "SELECT role, content FROM messages") == [
+        ("user", "first, stored before the model saw it")]
+    with run_daemon(home, port, **env) as d:
+        await d.wait_healthy()
+        await fake.redeliver(first)  # its question is stored: a duplicate
+        await fake.redeliver(second)  # never stored: taken as new
+        [reply] = await fake.wait_sent(1, timeout=WAIT)
+        await asyncio.sleep(0.5)  # a reply to the first, if one were coming, would be on its way by now
+        d.proc.send_signal(signal.SIGTERM)
+        assert await d.wait_exit() == 0
+    assert reply["rendered"] == "echo: second, still waiting in the lane"
+    assert len(fake.sent) == 1
+    assert [r[0] for r in db_rows(home / "state.db", "SELECT content FROM messages WHERE role = 'user'")] == [
+        "first, stored before the model saw it", "second, still waiting in the lane"]

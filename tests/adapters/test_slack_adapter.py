@@ -6,7 +6,6 @@ scripted model server. Every wait has a timeout; "nothing happened" is proven by
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import subprocess
@@ -30,9 +29,10 @@ from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, Fak
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
 
+from .conftest import daemon_config, serve_gateway
+
 ROOT = Path(__file__).resolve().parents[2]
 WAIT = 15.0
-START_TIMEOUT = 15.0
 USER = "U0USER001"
 
 
@@ -82,48 +82,16 @@ async def run_slack_gateway(
     config: dict[str, Any] | None = None,
     wait_for: tuple[str, ...] = ("connected",),
 ) -> AsyncIterator[RunningSlack]:
-    """The daemon's real start-up path (config.yaml + .env -> ``load_config`` -> ``Gateway.run``)."""
     port = free_port()
-    cfg: dict[str, Any] = {
-        "model": {"base_url": model_url, "default": "fake-model", "max_retries": 0, "timeout": 30},
-        "platforms": {
-            "api_server": {"port": port},
-            "slack": {"api_base_url": fake.api_base_url, "mode": mode, "ping_interval": 0.5,
-                      "thinking_placeholder": False, **(slack or {})},
-        },
-        "storage": {"synchronous": "NORMAL"},
-        "logging": {"format": "json", "level": "warning"},
-    }
-    for section, values in (config or {}).items():
-        cfg.setdefault(section, {}).update(values)
+    section = {"api_base_url": fake.api_base_url, "mode": mode, "ping_interval": 0.5, "thinking_placeholder": False,
+               **(slack or {})}
+    cfg = daemon_config(model_url, port, "slack", section, None, config)
     full_env = {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET,
                 "SLACK_ALLOWED_USERS": USER, **(env or {})}
-    write_config(home, cfg, full_env)
-    gw = Gateway(load_config(home, environ={}))
-    task = asyncio.create_task(gw.run())
     if mode == "http":
         fake.events_url = f"http://127.0.0.1:{port}/slack/events"
-
-    def started() -> bool:
-        st = gw.adapter_states.get("slack")
-        return task.done() or (gw.http_port is not None and st is not None and st.state in wait_for)
-
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + START_TIMEOUT
-    while not started():
-        if loop.time() > deadline:
-            gw.request_stop()
-            await asyncio.wait_for(task, 30)
-            raise AssertionError(f"the Slack adapter did not reach {wait_for}: {gw.adapter_states}")
-        await asyncio.sleep(0.01)
-    if task.done():
-        task.result()
-    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{gw.http_port}", timeout=30) as http:
-        try:
-            yield RunningSlack(gw, home, fake, http)
-        finally:
-            gw.request_stop()
-            await asyncio.wait_for(task, 30)
+    async with serve_gateway(home, cfg, full_env, "slack", wait_for) as (gw, http):
+        yield RunningSlack(gw, home, fake, http)
 
 
 def ts_of(body: dict[str, Any]) -> str:

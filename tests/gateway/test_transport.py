@@ -1,6 +1,6 @@
 """The aiohttp-backed httpx transport against real aiohttp servers on 127.0.0.1.
 
-httpx's contract is what callers (the model client, python-telegram-bot) rely on:
+httpx's contract is what the model client relies on:
 the request as httpx encoded it, the response undecoded for httpx to decode, and
 failures as httpx's own exception types.
 """
@@ -116,7 +116,7 @@ async def test_a_connection_dropped_mid_response_is_a_transport_error() -> None:
 
 
 async def test_the_transport_reopens_after_its_client_closed_it() -> None:
-    # python-telegram-bot closes its client at shutdown and builds a new one around the same transport.
+    # An httpx client closes its transport; a client built again around it must still work.
     async def handler(request: web.Request) -> web.Response:
         return web.Response(text="pong")
 
