@@ -39,6 +39,14 @@ Phases, in this order, against one gateway process:
    (the whole history is read and sent to the model on every turn).
 
 ``BENCH_SCALE`` (default 1) scales the message counts. See bench/README.md.
+
+Platform modes: ``python -m bench.gateway telegram`` (or ``discord``,
+``slack``) measures the same gateway through that platform's emulator
+instead of the HTTP API, against the bare library bot on the same load:
+``<platform>.overhead_p50_ms`` at 100 concurrent chats. Each mode lives in
+its own module (``bench/telegram.py``, ...) on the shared harness in
+``bench/_platform.py``, which reuses this module's model process and
+process sampling; ``make bench`` runs them after this one.
 """
 
 from __future__ import annotations
@@ -694,8 +702,17 @@ def main() -> int:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+PLATFORM_MODES = ("telegram", "discord", "slack")
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["_fake-model"]:
         _fake_model_main()
+    elif sys.argv[1:2] and sys.argv[1] in PLATFORM_MODES:
+        import importlib
+
+        sys.exit(importlib.import_module(f"bench.{sys.argv[1]}").main())
+    elif sys.argv[1:]:
+        sys.exit(f"usage: python -m bench.gateway [{'|'.join(PLATFORM_MODES)}]")
     else:
         sys.exit(main())
