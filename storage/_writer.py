@@ -288,25 +288,60 @@ class Writer:
                 jobs.append(nxt)  # type: ignore[arg-type]
             self.stats.queue_depth = self._queue.qsize()
             if jobs:
-                outcomes = await loop.run_in_executor(self._executor, self._run_jobs, jobs)
-                for job, outcome in zip(jobs, outcomes, strict=True):
-                    self._slots.release()
-                    if job.future.done():  # the caller gave up waiting; the write stands
-                        continue
-                    if outcome.ok:
-                        job.future.set_result(outcome.value)
-                    else:
-                        job.future.set_exception(outcome.value)
+                await self._commit(loop, jobs)
                 if self._checkpoint_after is not None:  # decided on the writer thread, after the batch
                     await loop.run_in_executor(self._executor, self._periodic_checkpoint)
             if stop and self._queue.empty():
                 return
 
+    async def _commit(self, loop: asyncio.AbstractEventLoop, jobs: list[_Job]) -> None:
+        """Run ``jobs`` on the writer thread and answer their callers.
+
+        The thread hands the outcomes back in one callback that answers every
+        caller and wakes this task together: under load each pass of the event
+        loop waits behind the other chats' work, and an executor future would
+        add two more passes (its own, then this task's) before a caller heard.
+        """
+        assert self._executor is not None
+        done: asyncio.Future[None] = loop.create_future()
+
+        def answer(outcomes: list[_Outcome] | BaseException) -> None:
+            for i, job in enumerate(jobs):
+                self._slots.release()
+                if job.future.done():  # the caller gave up waiting; the write stands
+                    continue
+                if isinstance(outcomes, BaseException):
+                    job.future.set_exception(StorageError(f"the storage writer failed: {outcomes!r}"))
+                elif outcomes[i].ok:
+                    job.future.set_result(outcomes[i].value)
+                else:
+                    job.future.set_exception(outcomes[i].value)
+            if done.done():
+                return
+            if isinstance(outcomes, BaseException):
+                done.set_exception(outcomes)  # a bug in the writer itself: it stops, loudly
+            else:
+                done.set_result(None)
+
+        def work() -> None:
+            outcomes: list[_Outcome] | BaseException
+            try:
+                outcomes = self._run_jobs(jobs)
+            except BaseException as exc:
+                outcomes = exc
+            loop.call_soon_threadsafe(answer, outcomes)
+
+        self._executor.submit(work)
+        await done
+
     async def _next_item(self) -> _Job | object | None:
+        if not self._queue.empty():
+            return self._queue.get_nowait()
         if not self._dirty:
             return await self._queue.get()
         try:
-            return await asyncio.wait_for(self._queue.get(), timeout=self.settings.idle_truncate_after)
+            async with asyncio.timeout(self.settings.idle_truncate_after):
+                return await self._queue.get()
         except TimeoutError:
             return None
 

@@ -119,6 +119,30 @@ async def test_failing_op_fails_only_its_caller(store: StateStore, db_path: Path
     assert count == len(expected)
 
 
+async def test_an_op_that_breaks_the_writer_answers_every_caller_and_stops_it(db_path: Path) -> None:
+    """An op that closes the write connection leaves the writer unable to roll back: a bug, not
+    a failed write. Every caller in that batch still gets an error (none waits forever), and
+    the writer stops and refuses further work instead of pretending to run."""
+    store = StateStore(db_path, writer_settings=FAST)
+    await store.open()
+    await store.create_session("s", "telegram")
+    w = store.writer
+    async with stalled(w) as stall:
+        before = w.stats.submitted
+        innocent = asyncio.create_task(store.append_message("s", "user", "queued with it"))
+        breaker = asyncio.create_task(store.write(lambda conn: conn.close()))
+        await queued(w, before, 2)
+        await stall.let_go()
+        for task in (innocent, breaker):
+            with pytest.raises(StorageError, match="the storage writer failed"):
+                await asyncio.wait_for(task, WAIT)
+    await wait_until(lambda: not w.running, "the writer to stop")
+    with pytest.raises(StorageClosedError):
+        await asyncio.wait_for(store.append_message("s", "user", "after"), WAIT)
+    with pytest.raises(Exception, match="closed database"):  # the writer's own failure, at close
+        await asyncio.wait_for(store.close(), WAIT)
+
+
 # --------------------------------------------------------------------------------------
 # 8. Checkpoints
 # --------------------------------------------------------------------------------------
