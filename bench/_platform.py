@@ -28,7 +28,7 @@ from typing import Any, Protocol, TypeVar
 
 import yaml
 
-from bench.gateway import ROOT, SCALE, ModelProcess, free_port, http_get, pct, sample_proc
+from bench.gateway import ROOT, SCALE, ModelProcess, free_port, http_get, pct, poisson_arrivals, sample_proc
 
 CHATS = 100
 PER_CHAT = max(3, round(10 * SCALE))  # 1000 messages per leg at scale 1
@@ -139,13 +139,7 @@ async def paced(emu: Emulator, leg: Leg, rng: random.Random, pid: int, token_pre
     Both legs take this same load, so their difference is what the gateway adds. ``pid``'s CPU
     time over the run goes into ``leg.cpu_s``.
     """
-    owners = [c for c in range(CHATS) for _ in range(PER_CHAT)]
-    rng.shuffle(owners)
-    at: list[list[float]] = [[] for _ in range(CHATS)]
-    t = 0.0
-    for owner in owners:
-        t += rng.expovariate(RATE)
-        at[owner].append(t)
+    at = poisson_arrivals(rng, CHATS, PER_CHAT, RATE)
     cpu0 = sample_proc(pid).cpu_s
     started = time.perf_counter()
 

@@ -513,18 +513,25 @@ async def floor_phase(model: ModelProcess, rng: random.Random) -> PhaseResult:
     return result
 
 
+def poisson_arrivals(rng: random.Random, chats: int, per_chat: int, rate: float) -> list[list[float]]:
+    """Per chat, the seconds from the start at which its messages arrive: one Poisson process
+    at ``rate`` over all chats, each arrival given to a chat at random (``per_chat`` each)."""
+    owners = [c for c in range(chats) for _ in range(per_chat)]
+    rng.shuffle(owners)
+    at: list[list[float]] = [[] for _ in range(chats)]
+    t = 0.0
+    for owner in owners:
+        t += rng.expovariate(rate)
+        at[owner].append(t)
+    return at
+
+
 async def paced_phase(gw: GatewayProcess, model: ModelProcess, rng: random.Random, rate: float) -> PhaseResult:
     """Open-loop Poisson arrivals at ``rate`` over all chats; a chat still waiting
     for its previous reply sends the next message as soon as that reply comes."""
     result = PhaseResult("paced")
     chats = plan(rng, "P", PACED_CHATS, PACED_PER_CHAT)
-    owners = [c for c in range(PACED_CHATS) for _ in range(PACED_PER_CHAT)]
-    rng.shuffle(owners)
-    at: list[list[float]] = [[] for _ in range(PACED_CHATS)]
-    t = 0.0
-    for owner in owners:
-        t += rng.expovariate(rate)
-        at[owner].append(t)
+    at = poisson_arrivals(rng, PACED_CHATS, PACED_PER_CHAT, rate)
     cpu0 = gw.sample().cpu_s
     started = time.perf_counter()
 

@@ -20,9 +20,14 @@ from .conftest import run_telegram_gateway, telegram_config
 WAIT = 15.0
 
 
-def rows(db: Path, sql: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql).fetchall()
+def telegram_daemon_home(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake: FakeTelegram, **gateway: object
+) -> tuple[Path, int, dict[str, str]]:
+    """A home for a real daemon process on ``fake`` (no typing actions, no titles): home, port, env."""
+    home, port = tmp_path / "h", free_port()
+    write_home(home, port, fake_openai.base_url, platforms={"telegram": telegram_config(fake)},
+               gateway={"typing_delay": 60, **gateway}, agent={"auto_title": False})
+    return home, port, {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"])}
 
 
 async def test_an_answer_is_never_stored_without_its_delivery_record(
@@ -45,19 +50,16 @@ async def test_an_answer_is_never_stored_without_its_delivery_record(
     assert "rejected" in notice["rendered"] and "outbox refused" in notice["rendered"]
     assert sent[1]["rendered"] == "echo: and now?"
     # The refused answer rolled back with its outbox row: the question stays, the answer does not.
-    assert rows(gw.db_path, "SELECT role, content FROM messages ORDER BY id") == [
+    assert db_rows(gw.db_path, "SELECT role, content FROM messages ORDER BY id") == [
         ("user", "will this be answered?"), ("user", "and now?"), ("assistant", "echo: and now?")]
-    assert rows(gw.db_path, "SELECT text, status FROM gateway_outbound") == [("echo: and now?", "sent")]
+    assert db_rows(gw.db_path, "SELECT text, status FROM gateway_outbound") == [("echo: and now?", "sent")]
 
 
 async def test_an_answer_cut_off_by_kill_9_is_delivered_once_after_restart(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
 ) -> None:
     fake = fake_telegram
-    home, port = tmp_path / "h", free_port()
-    write_home(home, port, fake_openai.base_url, platforms={"telegram": telegram_config(fake)},
-               gateway={"typing_delay": 60}, agent={"auto_title": False})
-    env = {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"])}
+    home, port, env = telegram_daemon_home(tmp_path, fake_openai, fake)
     fake.rate_limit_next("sendMessage", retry_after=600)  # the answer is stored, its delivery waits
     with run_daemon(home, port, **env) as d:
         await d.wait_healthy()
@@ -84,10 +86,7 @@ async def test_a_message_lost_in_its_lane_by_kill_9_is_answered_when_redelivered
 ) -> None:
     # "Seen" commits with the question: a message that never got that far is no duplicate.
     fake = fake_telegram
-    home, port = tmp_path / "h", free_port()
-    write_home(home, port, fake_openai.base_url, platforms={"telegram": telegram_config(fake)},
-               gateway={"typing_delay": 60, "busy_ack": False}, agent={"auto_title": False})
-    env = {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"])}
+    home, port, env = telegram_daemon_home(tmp_path, fake_openai, fake, busy_ack=False)
     fake_openai.hang()  # the first turn never ends; the second message waits behind it
     with run_daemon(home, port, **env) as d:
         await d.wait_healthy()
