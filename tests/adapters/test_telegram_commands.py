@@ -9,7 +9,7 @@ from typing import Any
 
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
-from tests.gateway.test_cli_chat import chat as terminal_chat
+from tests.gateway.cli.test_cli_chat import chat as terminal_chat
 
 from .conftest import RunningTelegram, run_telegram_gateway
 

@@ -11,7 +11,7 @@ from typing import Any
 from core import AgentRuntime, AgentSettings, TurnRequest
 from core.llm import ModelClient, ModelSettings
 from core.tools import Tool, ToolContext, ToolError, ToolRegistry, builtin_tools
-from gateway.session_index import rebind_in_transaction
+from gateway.routing.session_index import rebind_in_transaction
 from storage import StateStore
 from tests.fakes.openai_server import FakeOpenAI
 

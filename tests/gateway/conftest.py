@@ -12,10 +12,9 @@ import httpx
 import pytest
 import yaml
 
-from gateway.config import load_config
-from gateway.runner import Gateway
-
-from ._chat_adapter import ChatAdapter
+from gateway.config.models import load_config
+from gateway.daemon.runner import Gateway
+from tests.gateway._chat_adapter import ChatAdapter
 
 
 def free_port() -> int:

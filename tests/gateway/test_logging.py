@@ -22,15 +22,14 @@ from adapters.base import Disposition, SendKind
 from core.agent import TurnRequest, TurnResult
 from core.errors import ModelError
 from gateway import logs
-from gateway.config import load_config
+from gateway.config.models import load_config
+from gateway.daemon.runner import Gateway, default_agent_maker
 from gateway.logs import configure_logging, register_secrets
-from gateway.router import AgentMaker
-from gateway.runner import Gateway, default_agent_maker
-from gateway.services import Services
+from gateway.routing.router import AgentMaker
+from gateway.routing.services import Services
 from tests.fakes.openai_server import FakeOpenAI
-
-from ._chat_adapter import ChatAdapter
-from .conftest import free_port, run_gateway, write_config
+from tests.gateway._chat_adapter import ChatAdapter
+from tests.gateway.conftest import free_port, run_gateway, write_config
 
 SECRET = "sk-live-0f1e2d3c4b5a69788796"
 MODEL_KEY = "sk-model-key-aa11bb22cc33dd44"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway import health
+from gateway.http import health
 from tests.adapters.conftest import RunningTelegram, run_telegram_gateway
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway._sdnotify import SdNotifier
+from gateway.daemon.sdnotify import SdNotifier
 from tests.fakes.openai_server import FakeOpenAI
 
 from ._proc import ask, free_port, run_daemon, write_home

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway._cli_service import UnitOptions, _default_home, render_unit, required_stop_timeout
-from gateway._systemd_unit import exec_start_line
-from gateway.config import GatewayConfig
+from gateway.cli.service import UnitOptions, _default_home, render_unit, required_stop_timeout
+from gateway.cli.systemd_unit import exec_start_line
+from gateway.config.models import GatewayConfig
 
 from ._proc import ROOT
 

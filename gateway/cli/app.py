@@ -1,0 +1,64 @@
+"""``hermes-gateway``: the command line."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from gateway.cli.chat import chat as chat_command
+from gateway.cli.ops import register as register_ops_commands
+from gateway.cli.service import service_app
+from gateway.cli.sessions import sessions_app
+from gateway.config.models import EX_CONFIG, ConfigError, default_home, load_config
+from gateway.logs import configure_logging
+from storage.errors import StorageLockedError
+
+app = typer.Typer(help="hermes-gateway: chat with your own AI agent over Telegram, Discord, Slack and HTTP.",
+                  no_args_is_help=True, add_completion=False)
+
+HomeOption = Annotated[Path | None, typer.Option("--home", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+
+
+@app.command()
+def run(home: HomeOption = None) -> None:
+    """Run the gateway daemon in the foreground."""
+    from gateway.daemon.runner import Gateway
+
+    try:
+        config = load_config(home or default_home())
+    except ConfigError as exc:
+        typer.echo(f"hermes-gateway: configuration error: {exc}", err=True)
+        raise typer.Exit(EX_CONFIG) from None
+    configure_logging(config.settings.logging.level, config.settings.logging.format)
+    try:
+        asyncio.run(Gateway(config).run())
+    except ConfigError as exc:
+        typer.echo(f"hermes-gateway: configuration error: {exc}", err=True)
+        raise typer.Exit(EX_CONFIG) from None
+    except StorageLockedError as exc:
+        typer.echo(f"hermes-gateway: {exc}", err=True)
+        raise typer.Exit(EX_CONFIG) from None
+    except KeyboardInterrupt:
+        pass
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    from importlib.metadata import version as _v
+
+    typer.echo(_v("hermes-gateway"))
+
+
+app.add_typer(sessions_app, name="sessions")
+app.add_typer(service_app, name="service")
+register_ops_commands(app)
+app.command("chat")(chat_command)
+
+
+def main() -> None:
+    app(prog_name="hermes-gateway")
+

@@ -1,0 +1,326 @@
+"""``hermes-gateway status`` and ``hermes-gateway doctor``.
+
+``status`` asks the running daemon over its control socket and falls back to
+``gateway.state.json``, which the daemon rewrites every few seconds (so it
+also answers for a daemon whose socket is unreachable). ``doctor`` checks what
+breaks a gateway in practice and prints a fix for each problem; it never
+prints a secret and exits non-zero when a check failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import stat
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import quote
+
+import typer
+
+from gateway.cli.service import (
+    SYSTEM_UNIT_DIR,
+    UNIT_NAME,
+    _Systemd,
+    _unit_dir,
+    linger_advice,
+    required_stop_timeout,
+)
+from gateway.cli.systemd_unit import STOP_MARGIN, installed_stop_timeout
+from gateway.config.models import ConfigError, LoadedConfig, default_home, load_config
+from gateway.http.health import STATE_FILE, read_state_file
+from storage import check_sqlite_features
+from storage.errors import GatewayError
+
+__all__ = ["doctor", "register", "status"]
+
+HomeOption = Annotated[Path | None, typer.Option("--home", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+#: a state file older than this while its pid lives means the daemon is stuck (it refreshes every 2 s)
+STALE_AFTER = 30.0
+WAL_WARN_BYTES = 256 * 1024 * 1024
+EX_NOT_RUNNING = 3
+
+
+# --------------------------------------------------------------------- status
+
+
+def _pid_alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _ago(seconds: float) -> str:
+    s = max(0, int(seconds))
+    d, s = divmod(s, 86400)
+    h, s = divmod(s, 3600)
+    m, s = divmod(s, 60)
+    if d:
+        return f"{d}d {h}h"
+    if h:
+        return f"{h}h {m}m"
+    return f"{m}m {s}s" if m else f"{s}s"
+
+
+def _from_socket(home: Path) -> dict[str, Any] | None:
+    from gateway.control.client import SOCKET_NAME, call_sync
+
+    if not (home / SOCKET_NAME).exists():
+        return None
+    try:
+        result = call_sync(home, "status", {}, reply_within=10)
+    except (GatewayError, OSError, TimeoutError):
+        return None
+    result["source"] = "control socket"
+    return result
+
+
+def _from_file(home: Path) -> dict[str, Any] | None:
+    data = read_state_file(home)
+    if data is None:
+        return None
+    data["source"] = str(home / STATE_FILE)
+    return data
+
+
+def _print_status(data: dict[str, Any]) -> None:
+    now = time.time()
+    started = data.get("started_at")
+    uptime = f", up {_ago(now - started)}" if isinstance(started, (int, float)) else ""
+    typer.echo(f"hermes-gateway is running (pid {data.get('pid')}{uptime}) — from {data['source']}")
+    adapters = data.get("adapters") or {}
+    if adapters:
+        typer.echo("Adapters:")
+        for name, a in sorted(adapters.items()):
+            state = a.get("state", "?")
+            extra = [f"restarts {a['restarts']}"] if a.get("restarts") else []
+            if a.get("reason"):
+                extra.append(str(a["reason"]))
+            elif a.get("last_error"):
+                extra.append(f"last error: {a['last_error']}")
+            typer.echo(f"  {name:<12} {state}" + (f"  ({'; '.join(extra)})" if extra else ""))
+    turns = data.get("turns")
+    if isinstance(turns, dict):
+        typer.echo(f"Turns: {turns.get('running', 0)} running, {turns.get('waiting', 0)} waiting")
+    errors = [f"{n}: {a['last_error']}" for n, a in sorted(adapters.items()) if a.get("last_error")]
+    last = data.get("last_error") or (errors[-1] if errors else None)
+    typer.echo(f"Last error: {last or 'none'}")
+
+
+def status(
+    home: HomeOption = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw status as JSON.")] = False,
+) -> None:
+    """Show whether the daemon runs: pid, uptime, adapters, last error (exit 3 when it does not run)."""
+    home = (home or default_home()).expanduser()
+    data = _from_socket(home)
+    if data is None:
+        data = _from_file(home)
+        if data is not None:
+            alive = _pid_alive(data.get("pid")) and data.get("running", False)
+            if not alive:
+                when = data.get("updated_at")
+                seen = f" (last seen {_ago(time.time() - when)} ago)" if isinstance(when, (int, float)) else ""
+                typer.echo(f"hermes-gateway is not running for {home}{seen}.")
+                if data.get("last_error"):
+                    typer.echo(f"Last error: {data['last_error']}")
+                raise typer.Exit(EX_NOT_RUNNING)
+            updated = data.get("updated_at")
+            if isinstance(updated, (int, float)) and time.time() - updated > STALE_AFTER:
+                data["stale_seconds"] = round(time.time() - updated)
+    if data is None:
+        typer.echo(f"hermes-gateway is not running for {home} (no control socket, no {STATE_FILE}).")
+        raise typer.Exit(EX_NOT_RUNNING)
+    if as_json:
+        typer.echo(json.dumps(data, indent=2, sort_keys=True))
+        return
+    _print_status(data)
+    if "stale_seconds" in data:
+        typer.echo(f"Warning: the daemon has not refreshed its state for {data['stale_seconds']}s; "
+                   "it may be stuck (systemd's watchdog restarts it when run as a service).")
+
+
+# --------------------------------------------------------------------- doctor
+
+Level = Literal["ok", "warn", "fail", "skip"]
+
+
+@dataclass
+class Check:
+    name: str
+    level: Level
+    detail: str
+    fix: str | None = None
+
+
+def _check_config(home: Path) -> tuple[Check, LoadedConfig | None]:
+    try:
+        config = load_config(home)
+    except ConfigError as exc:
+        return Check("config", "fail", str(exc), f"edit {home / 'config.yaml'} (or .env) as the message says"), None
+    return Check("config", "ok", f"{config.config_file} is valid"), config
+
+
+def _check_tokens(config: LoadedConfig) -> list[Check]:
+    """Only whether each secret is there: never its value, not even a prefix."""
+    p = config.settings.platforms
+    checks: list[Check] = []
+    wanted: list[tuple[str, bool, object]] = [("TELEGRAM_BOT_TOKEN", p.telegram.active, p.telegram.token)]
+    for section, env, attr in (("discord", "DISCORD_BOT_TOKEN", "token"), ("slack", "SLACK_BOT_TOKEN", "bot_token")):
+        cfg = getattr(p, section, None)
+        if cfg is not None:
+            wanted.append((env, bool(getattr(cfg, "active", False)), getattr(cfg, attr, None)))
+    active = [(env, value) for env, on, value in wanted if on]
+    for env, value in active:
+        checks.append(Check(f"token {env}", "ok", "set") if value is not None else
+                      Check(f"token {env}", "fail", "missing", f"add {env}=<token> to {config.home / '.env'}"))
+    api = p.api_server
+    if api.enabled and api.host not in ("127.0.0.1", "localhost", "::1"):
+        checks.append(Check("token API_SERVER_KEY", "ok", "set") if api.key is not None else
+                      Check("token API_SERVER_KEY", "fail", f"the API listens on {api.host} without a key",
+                            f"add API_SERVER_KEY=<secret> to {config.home / '.env'}"))
+    if not active and not api.enabled:
+        checks.append(Check("platforms", "warn", "no platform is enabled",
+                            "set TELEGRAM_BOT_TOKEN (or another platform's token) in .env"))
+    m = config.settings.model
+    if not (m.base_url and m.default):
+        checks.append(Check("model", "warn", "model.base_url / model.default are not set",
+                            f"set them in {config.config_file}"))
+    return checks
+
+
+def _check_sqlite() -> Check:
+    try:
+        check_sqlite_features()
+    except GatewayError as exc:
+        return Check("sqlite", "fail", str(exc), "install a Python whose sqlite3 has FTS5 (SQLite >= 3.34)")
+    return Check("sqlite", "ok", f"SQLite {sqlite3.sqlite_version} with FTS5 and the trigram tokenizer")
+
+
+def _check_db(db: Path) -> list[Check]:
+    if not db.exists():
+        return [Check("state.db", "skip", f"{db} does not exist yet (the daemon creates it)")]
+    checks: list[Check] = []
+    try:
+        # Quoted: a path with "?", "#" or "%" would otherwise change the URI's meaning.
+        conn = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        checks.append(Check("integrity", "fail", f"cannot read {db}: {exc}",
+                            "stop the daemon and restore state.db from a backup"))
+    else:
+        if rows == ["ok"]:
+            checks.append(Check("integrity", "ok", "PRAGMA quick_check: ok"))
+        else:
+            checks.append(Check("integrity", "fail", "; ".join(map(str, rows[:3])),
+                                f"stop the daemon, back up {db}, then try: sqlite3 {db} '.recover' | sqlite3 new.db"))
+    wal = db.with_name(db.name + "-wal")
+    size = wal.stat().st_size if wal.exists() else 0
+    if size > WAL_WARN_BYTES:
+        checks.append(Check("wal", "warn", f"{wal.name} is {size / 2**20:.0f} MiB",
+                            "a long-running reader keeps checkpoints from finishing; stop it, or restart the daemon"))
+    else:
+        checks.append(Check("wal", "ok", f"{wal.name} is {size / 2**20:.1f} MiB"))
+    return checks
+
+
+def _check_mode(path: Path, what: str) -> Check:
+    if not path.exists():
+        return Check(f"permissions {path.name}", "skip", f"no {what}")
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        return Check(f"permissions {path.name}", "fail", f"{path} is {mode:04o}: others can read it",
+                     f"chmod 600 {path}")
+    return Check(f"permissions {path.name}", "ok", f"{mode:04o}")
+
+
+def _check_linger(systemd: _Systemd) -> Check:
+    unit = _unit_dir(False, None) / UNIT_NAME
+    if not unit.exists():
+        return Check("linger", "skip", "no user unit installed")
+    import getpass
+
+    user = getpass.getuser()
+    advice = linger_advice(user, systemd.linger(user))
+    if advice is None:
+        return Check("linger", "ok", f"{user} lingers: the service runs while logged out")
+    return Check("linger", "warn", advice.split(": ")[0], f"sudo loginctl enable-linger {user}")
+
+
+def _check_stop_timeout(config: LoadedConfig, unit: Path, system: bool) -> Check | None:
+    """TimeoutStopSec is written at install time: a later, longer drain needs the unit rewritten."""
+    if not unit.exists():
+        return None
+    name = f"{'system' if system else 'user'} unit TimeoutStopSec"
+    reinstall = f"{'sudo ' if system else ''}hermes-gateway service install {'--system' if system else '--user'} " \
+                f"--home {config.home}"
+    try:
+        have = installed_stop_timeout(unit.read_text())
+    except OSError as exc:
+        return Check(name, "warn", f"cannot read {unit}: {exc.strerror or exc}")
+    g = config.settings.gateway
+    need = required_stop_timeout(g)
+    if have is None:
+        return Check(name, "warn", f"cannot read the TimeoutStopSec of {unit}", f"re-run: {reinstall}")
+    if have < need:
+        return Check(name, "warn",
+                     f"{unit} lets a stop take {have:g} s, but gateway.drain_timeout ({g.drain_timeout:g} s) + "
+                     f"gateway.disconnect_timeout ({g.disconnect_timeout:g} s) + {STOP_MARGIN:g} s need {need} s: "
+                     "systemd would kill the daemon before state.db is checkpointed",
+                     f"re-run: {reinstall}")
+    return Check(name, "ok", f"{have:g} s >= the {need} s this configuration needs")
+
+
+def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
+    config_check, config = _check_config(home)
+    checks = [config_check]
+    if config is not None:
+        checks += _check_tokens(config)
+        for unit, system in ((_unit_dir(False, None) / UNIT_NAME, False), (SYSTEM_UNIT_DIR / UNIT_NAME, True)):
+            if (found := _check_stop_timeout(config, unit, system)) is not None:
+                checks.append(found)
+    checks.append(_check_sqlite())
+    checks += _check_db(home / "state.db")
+    checks.append(_check_mode(home / ".env", ".env file"))
+    checks.append(_check_mode(home / "state.db", "state.db yet"))
+    checks.append(_check_linger(_Systemd("systemctl", loginctl, Path("/run/systemd/system"), system=False)))
+    return checks
+
+
+_MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "--  "}
+
+
+def doctor(
+    home: HomeOption = None,
+    loginctl: Annotated[str, typer.Option("--loginctl", hidden=True)] = "loginctl",
+) -> None:
+    """Check config, tokens, SQLite, state.db, permissions and the installed unit; print fixes (exit 1 on a failure)."""
+    home = (home or default_home()).expanduser()
+    typer.echo(f"hermes-gateway doctor — {home}")
+    checks = run_checks(home, loginctl)
+    for c in checks:
+        typer.echo(f"[{_MARK[c.level]}] {c.name}: {c.detail}")
+        if c.fix and c.level in ("warn", "fail"):
+            typer.echo(f"       fix: {c.fix}")
+    failed = [c for c in checks if c.level == "fail"]
+    if failed:
+        typer.echo(f"{len(failed)} check(s) failed.")
+        raise typer.Exit(1)
+    typer.echo("All checks passed.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("status")(status)
+    app.command("doctor")(doctor)

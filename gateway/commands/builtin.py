@@ -1,0 +1,53 @@
+"""The commands every gateway has from the start: /help, /status, /stop."""
+
+from __future__ import annotations
+
+import time
+
+from gateway.routing.commands import Command, CommandContext, CommandRegistry
+
+
+async def _help(ctx: CommandContext) -> str:
+    return ctx.services.commands.help_text()
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 90:
+        return f"{int(seconds)}s"
+    if seconds < 5400:
+        return f"{int(seconds // 60)}m"
+    return f"{seconds / 3600:.1f}h"
+
+
+async def _status(ctx: CommandContext) -> str:
+    s = ctx.services
+    session_id = await s.index.current(ctx.session_key)
+    lines = []
+    if session_id is None:
+        lines.append("Session: none yet (your next message starts one)")
+    else:
+        session = await s.store.get_session(session_id) or {}
+        count = session.get("message_count") or 0  # kept current by every append
+        title = session.get("title") or "(untitled)"
+        lines += [f"Session: {session_id}", f"Title: {title}", f"Messages: {count}"]
+    lines.append(f"Model: {s.model_name or 'not configured'}")
+    running = "a reply is being written" if s.lanes.busy(ctx.session_key) else "idle"
+    lines.append(f"This chat: {running}; {s.lanes.waiting(ctx.session_key)} message(s) waiting")
+    lines.append(
+        f"Gateway: up {_ago(time.time() - s.started_at)}, {s.lanes.running} turn(s) running, "
+        f"storage queue {s.store.writer.stats.queue_depth}"
+    )
+    return "\n".join(lines)
+
+
+async def _stop(ctx: CommandContext) -> str:
+    stopped = await ctx.services.lanes.cancel_running(ctx.session_key)
+    if stopped:
+        return "⚡ Stopped. Everything said so far is kept; you can continue this session."
+    return "Nothing is running in this chat."
+
+
+def register_builtin_commands(registry: CommandRegistry) -> None:
+    registry.register(Command("help", "list the commands", _help, immediate=True))
+    registry.register(Command("status", "show this session and the gateway's state", _status, immediate=True))
+    registry.register(Command("stop", "stop the reply being written now", _stop, immediate=True))

@@ -1,0 +1,536 @@
+"""The daemon's local control socket: ``$HERMES_HOME/gateway.sock``, mode 0600.
+
+Local tools talk to the running daemon here instead of opening state.db for
+writing, so the daemon stays its only writer. The wire is newline-delimited
+JSON (see ``gateway.control.client``). Operations:
+
+- ``ping`` -> ``{"pong": true, "pid"}``
+- ``status`` -> pid, uptime, adapters with their states and last errors, turns, storage
+- ``sessions.rename`` ``{"id_or_prefix", "title"}``, ``sessions.delete`` ``{"id_or_prefix"}``,
+  ``sessions.prune`` ``{"older_than_days", "source"}`` -> ``gateway.cli.sessions_admin``
+- ``chat.open`` ``{"continue": bool, "resume": "<id|prefix|title>"}`` turns the
+  connection into one terminal chat (platform ``cli``); ``chat.send`` ``{"text"}``
+  hands it one line; ``chat.info`` tells its session. Answers come back as events
+  (``reply`` / ``notice`` / ``ack`` / ``typing``), then ``done`` once the line is fully
+  answered, so a client can send the next one (and /handoff finds the chat idle).
+
+Created at start (a stale socket left by a crashed daemon is removed: the
+writer lock already proves no other daemon owns this home), removed at stop.
+A bad request line (not JSON, too long, unknown op) gets an error response
+and the connection stays usable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import itertools
+import json
+import os
+import pwd
+import socket
+import stat
+import struct
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+import structlog
+
+from adapters.base import Disposition, InboundMessage
+from adapters.cli import ChatGoneError, CliAdapter
+from gateway.config.models import ConfigError
+from gateway.control.client import MAX_REQUEST_BYTES, socket_path
+from gateway.logs import redact
+from gateway.routing.services import Services
+from gateway.routing.session_key import SessionKeySettings, build_session_key
+from storage import _queries as queries
+from storage.errors import GatewayError, SessionNotFoundError
+
+__all__ = ["ControlServer", "GatewayView", "gateway_status"]
+
+log = structlog.get_logger("hermes.control")
+
+# sockaddr_un.sun_path is 108 bytes including the terminating NUL on Linux
+_MAX_SOCKET_PATH = 107
+_WRITE_TIMEOUT = 30.0
+_RECAP_MESSAGES = 6
+_RECAP_CHARS = 300
+
+
+class RequestError(GatewayError):
+    """The request itself is wrong (missing or mistyped parameter, wrong state)."""
+
+
+class AdapterStateView(Protocol):
+    state: str
+    restarts: int
+    last_error: str | None
+
+
+class GatewayView(Protocol):
+    """What ``status`` reads from the daemon (``gateway.daemon.runner.Gateway``)."""
+
+    services: Services | None
+    adapter_states: dict[str, Any]
+
+
+def gateway_status(gateway: GatewayView) -> dict[str, Any]:
+    # The very snapshot gateway.state.json holds: `hermes-gateway status` reads alike from either source.
+    from gateway.http.health import status_snapshot
+
+    return status_snapshot(gateway)
+
+
+# ------------------------------------------------------------------ the wire
+
+
+async def _lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[bytes | None]:
+    """Request lines; None once for every line longer than ``limit`` (skipped, not buffered)."""
+    buf = bytearray()
+    skipping = False
+    while True:
+        chunk = await reader.read(65536)
+        if not chunk:
+            if buf and not skipping:
+                yield bytes(buf)
+            return
+        start = 0
+        while True:
+            nl = chunk.find(b"\n", start)
+            if nl < 0:
+                if not skipping:
+                    buf += chunk[start:]
+                    if len(buf) > limit:
+                        buf.clear()
+                        skipping = True
+                        yield None
+                break
+            if skipping:
+                skipping = False
+            else:
+                buf += chunk[start:nl]
+                if len(buf) > limit:
+                    yield None
+                elif buf.strip():
+                    yield bytes(buf)
+                buf.clear()
+            start = nl + 1
+
+
+def _peer_user(writer: asyncio.StreamWriter) -> str:
+    """The login name of the process at the other end (the socket is 0600: the owner or root)."""
+    sock = writer.get_extra_info("socket")
+    uid = os.getuid()
+    peercred = getattr(socket, "SO_PEERCRED", None)
+    if sock is not None and peercred is not None:
+        with contextlib.suppress(OSError, struct.error):
+            _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i")))
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+class _Connection:
+    """One client connection; as a terminal chat it is also the adapter's ``ChatSink``."""
+
+    def __init__(self, writer: asyncio.StreamWriter, user: str) -> None:
+        self.writer = writer
+        self.user = user
+        self.chat_id: str | None = None
+        self.closed = False
+        #: messages not yet answered: their final reply/notice sets the event
+        self.finals: dict[str, asyncio.Event] = {}
+        #: messages that got an interim acknowledgement: their answer follows later
+        self.acked: set[str] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._lock = asyncio.Lock()
+
+    async def write(self, obj: dict[str, Any]) -> None:
+        if self.closed or self.writer.is_closing():
+            self.closed = True
+            raise ChatGoneError("the terminal disconnected")
+        data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+        async with self._lock:
+            try:
+                self.writer.write(data)
+                await asyncio.wait_for(self.writer.drain(), _WRITE_TIMEOUT)
+            except (OSError, TimeoutError) as exc:
+                # A client that stopped reading must not hold a lane forever.
+                self.closed = True
+                self.writer.close()
+                raise ChatGoneError(f"the terminal stopped reading ({type(exc).__name__})") from None
+
+    async def push_event(self, event: str, text: str | None, reply_to: str | None) -> None:
+        obj: dict[str, Any] = {"event": event}
+        if text is not None:
+            obj["text"] = text
+        if reply_to is not None:
+            obj["reply_to"] = reply_to
+        await self.write(obj)
+        if reply_to is not None and reply_to in self.finals:
+            if event in ("reply", "notice"):
+                self.finals[reply_to].set()
+            elif event == "ack":
+                self.acked.add(reply_to)
+
+    def spawn(self, coro: Awaitable[None], name: str) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+
+Op = Callable[[_Connection, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def _param(params: dict[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = True) -> Any:
+    value = params.get(name)
+    if value is None:
+        if required:
+            raise RequestError(f"missing parameter '{name}'")
+        return None
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise RequestError(f"parameter '{name}' has the wrong type ({type(value).__name__})")
+    return value
+
+
+def _recap_rows(conn: Any, session_id: str) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT role, content, tool_calls FROM messages WHERE session_id = ? AND role IN ('user', 'assistant') "
+        "ORDER BY id DESC LIMIT ?",
+        (session_id, _RECAP_MESSAGES * 3),
+    ).fetchall()
+    recap: list[dict[str, Any]] = []
+    for row in reversed(rows):
+        names: list[str] = []
+        if row["tool_calls"]:
+            with contextlib.suppress(ValueError, TypeError, AttributeError):
+                names = [str(c.get("function", {}).get("name") or "?") for c in json.loads(row["tool_calls"])]
+        text = (row["content"] or "").strip()
+        if not text and not names:
+            continue
+        if len(text) > _RECAP_CHARS:
+            text = text[: _RECAP_CHARS - 1].rstrip() + "…"
+        recap.append({"role": row["role"], "text": text, "tool_calls": names})
+    return recap[-_RECAP_MESSAGES:]
+
+
+def _find_session(conn: Any, ref: str) -> str:
+    """Exact id, then title (newest in its lineage), then unique id prefix."""
+    if queries.get_session(conn, ref) is not None:
+        return ref
+    by_title = queries.resolve_session_by_title(conn, ref)
+    if by_title is not None:
+        return by_title
+    try:
+        return queries.resolve_session_id(conn, ref)
+    except SessionNotFoundError:
+        raise SessionNotFoundError(
+            f"No session has the id, id prefix or title '{ref}'. `hermes-gateway sessions list` shows them."
+        ) from None
+
+
+def _latest_cli_session(conn: Any) -> str | None:
+    row = conn.execute("SELECT id FROM sessions WHERE source = 'cli' ORDER BY started_at DESC LIMIT 1").fetchone()
+    return None if row is None else str(row[0])
+
+
+class ControlServer:
+    def __init__(self, home: Path, gateway: GatewayView) -> None:
+        self.path = socket_path(home)
+        self._gateway = gateway
+        self._server: asyncio.AbstractServer | None = None
+        self._identity: tuple[int, int] | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._message_ids = itertools.count(1)
+        self._keys = SessionKeySettings()
+        self._ops: dict[str, Op] = {
+            "ping": self._ping,
+            "status": self._status,
+            "sessions.rename": self._sessions_op("rename", {"id_or_prefix": str, "title": str}),
+            "sessions.delete": self._sessions_op("delete", {"id_or_prefix": str}),
+            "sessions.prune": self._sessions_op("prune", {"older_than_days": (int, float), "source": str}),
+            "chat.open": self._chat_open,
+            "chat.send": self._chat_send,
+            "chat.info": self._chat_info,
+        }
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        path = self.path
+        if len(os.fsencode(str(path))) > _MAX_SOCKET_PATH:
+            raise ConfigError(
+                f"the control socket path {path} is longer than {_MAX_SOCKET_PATH} bytes, the limit of a "
+                "unix socket; use a shorter HERMES_HOME."
+            )
+        self._clear_stale(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # The process umask is left alone (other threads may create files at any
+        # moment). A bound unix socket that does not listen yet refuses every
+        # connection, so binding with whatever mode the umask gives, then
+        # chmod 0600, then listening leaves no moment in which another user
+        # could connect.
+        try:
+            sock.bind(str(path))
+            os.chmod(path, 0o600)
+            st = os.lstat(path)
+            if not stat.S_ISSOCK(st.st_mode) or stat.S_IMODE(st.st_mode) != 0o600:
+                raise OSError(f"{path} changed under us while it was being created")
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(f"cannot create the control socket {path}: {exc.strerror or exc}") from None
+        self._identity = (st.st_dev, st.st_ino)
+        # start_unix_server calls listen(): only now can anyone connect.
+        self._server = await asyncio.start_unix_server(self._serve, sock=sock, limit=MAX_REQUEST_BYTES)
+        log.info("control.listening", path=str(path))
+
+    @staticmethod
+    def _clear_stale(path: Path) -> None:
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(st.st_mode):
+            raise ConfigError(f"{path} exists and is not a socket; move it away so the daemon can listen there.")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            # Nobody answers: a crashed daemon left it behind.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+            log.info("control.stale_socket_removed", path=str(path))
+            return
+        finally:
+            probe.close()
+        raise ConfigError(f"another process is listening on {path}; stop it first.")
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.wait(list(self._connections), timeout=5)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            self._server = None
+        self._unlink()
+        log.info("control.stopped")
+
+    def _unlink(self) -> None:
+        # Only our own socket: a new daemon may already have replaced it.
+        with contextlib.suppress(OSError):
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == self._identity:
+                os.unlink(self.path)
+
+    # -------------------------------------------------------------- connection
+
+    @property
+    def _services(self) -> Services:
+        services = self._gateway.services
+        if services is None:
+            raise RequestError("the daemon is still starting; try again in a moment")
+        return services
+
+    @property
+    def _cli(self) -> CliAdapter:
+        adapter = self._services.adapters.get("cli")
+        if not isinstance(adapter, CliAdapter):
+            raise RequestError("terminal chat is not enabled in this daemon")
+        return adapter
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._connections.add(task)
+        conn = _Connection(writer, _peer_user(writer))
+        try:
+            async for line in _lines(reader, MAX_REQUEST_BYTES):
+                if line is None:
+                    log.info("control.request_too_large", limit=MAX_REQUEST_BYTES)
+                    await self._respond_error(conn, None, f"request line longer than {MAX_REQUEST_BYTES} bytes",
+                                              "RequestTooLarge")
+                    continue
+                await self._handle(conn, line)
+        except (ConnectionError, OSError, asyncio.CancelledError):
+            pass
+        except Exception:  # never let one client take the server down
+            log.exception("control.connection_failed")
+        finally:
+            conn.closed = True
+            if conn.chat_id is not None:
+                try:
+                    await self._forget_chat(conn)
+                finally:
+                    with contextlib.suppress(RequestError):
+                        self._cli.close_chat(conn.chat_id)
+                log.info("control.chat_closed", chat_id=conn.chat_id)
+            for t in list(conn.tasks):
+                t.cancel()
+            writer.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1)
+            if task is not None:
+                self._connections.discard(task)
+
+    async def _forget_chat(self, conn: _Connection) -> None:
+        """A terminal chat id is never used again: a title queued in it can never apply."""
+        with contextlib.suppress(Exception):
+            template = self._chat_message(conn, "")
+            await self._services.index.forget_pending_title(build_session_key(template, self._keys))
+
+    async def _handle(self, conn: _Connection, line: bytes) -> None:
+        try:
+            request = json.loads(line)
+        except (ValueError, RecursionError):
+            await self._respond_error(conn, None, "the request is not valid JSON", "BadRequest")
+            return
+        if not isinstance(request, dict):
+            await self._respond_error(conn, None, "a request must be a JSON object", "BadRequest")
+            return
+        rid = request.get("id")
+        if not isinstance(rid, int | str) or isinstance(rid, bool):
+            rid = None
+        op_name = request.get("op")
+        params = request.get("params") or {}
+        op = self._ops.get(op_name) if isinstance(op_name, str) else None
+        if op is None:
+            await self._respond_error(conn, rid, f"unknown op {op_name!r}; known: {', '.join(sorted(self._ops))}",
+                                      "UnknownOp")
+            return
+        if not isinstance(params, dict):
+            await self._respond_error(conn, rid, "'params' must be a JSON object", "BadRequest")
+            return
+        try:
+            result = await op(conn, params)
+        except ChatGoneError:
+            raise
+        except RequestError as exc:
+            await self._respond_error(conn, rid, str(exc), "BadRequest")
+            return
+        except GatewayError as exc:
+            await self._respond_error(conn, rid, str(exc), type(exc).__name__)
+            return
+        except Exception as exc:
+            log.exception("control.op_failed", op=op_name)
+            await self._respond_error(conn, rid, f"the daemon failed ({type(exc).__name__}); see its log",
+                                      "InternalError")
+            return
+        await conn.write({"id": rid, "ok": True, "result": result})
+
+    @staticmethod
+    async def _respond_error(conn: _Connection, rid: Any, message: str, error_type: str) -> None:
+        await conn.write({"id": rid, "ok": False, "error": redact(message), "error_type": error_type})
+
+    # --------------------------------------------------------------------- ops
+
+    async def _ping(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return {"pong": True, "pid": os.getpid()}
+
+    async def _status(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return gateway_status(self._gateway)
+
+    def _sessions_op(self, name: str, schema: dict[str, type | tuple[type, ...]]) -> Op:
+        async def op(conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+            unknown = sorted(set(params) - set(schema))
+            if unknown:
+                raise RequestError(f"unknown parameter(s) for sessions.{name}: {', '.join(unknown)}")
+            kwargs = {k: _param(params, k, kind, required=k != "source") for k, kind in schema.items()}
+            try:
+                admin = importlib.import_module("gateway.cli.sessions_admin")
+            except ImportError:
+                raise RequestError(f"sessions.{name} is not available in this daemon yet") from None
+            result = await getattr(admin, name)(self._services.store, **kwargs)
+            return result if isinstance(result, dict) else {"value": result}
+
+        return op
+
+    async def _chat_open(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        if conn.chat_id is not None:
+            raise RequestError("this connection already is a chat")
+        cli = self._cli
+        resume = _param(params, "resume", str, required=False)
+        continue_last = bool(_param(params, "continue", bool, required=False))
+        services = self._services
+        session_id: str | None = None
+        notice: str | None = None
+        if resume is not None and resume.strip():
+            ref = resume.strip()
+            session_id = await services.store.read(lambda c: _find_session(c, ref))
+        elif continue_last:
+            session_id = await services.store.read(_latest_cli_session)
+            if session_id is None:
+                notice = "No earlier terminal session to continue; this is a new one."
+        chat_id = cli.open_chat(conn)
+        conn.chat_id = chat_id
+        log.info("control.chat_opened", chat_id=chat_id, resumed=session_id)
+        recap: list[dict[str, Any]] = []
+        title: str | None = None
+        if session_id is not None:
+            template = cli.message(chat_id, "", user_id=conn.user, user_name=conn.user)
+            await services.index.rebind(build_session_key(template, self._keys), session_id, template)
+            sid = session_id
+            recap = await services.store.read(lambda c: _recap_rows(c, sid))
+            session = await services.store.get_session(session_id) or {}
+            title = session.get("title")
+        return {"chat_id": chat_id, "session_id": session_id, "title": title, "recap": recap, "notice": notice}
+
+    def _chat_message(self, conn: _Connection, text: str) -> InboundMessage:
+        if conn.chat_id is None:
+            raise RequestError("open a chat first (op chat.open)")
+        return self._cli.message(conn.chat_id, text, user_id=conn.user, user_name=conn.user,
+                                 message_id=str(next(self._message_ids)))
+
+    async def _chat_info(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        template = self._chat_message(conn, "")
+        services = self._services
+        session_id = await services.index.current(build_session_key(template, self._keys))
+        session = await services.store.get_session(session_id) if session_id else None
+        return {"chat_id": conn.chat_id, "session_id": session_id, "title": (session or {}).get("title")}
+
+    async def _chat_send(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        text = _param(params, "text", str)
+        msg = self._chat_message(conn, text)
+        mid = msg.message_id or ""
+        final = asyncio.Event()
+        conn.finals[mid] = final
+        try:
+            disposition = await self._cli.receive(msg)
+        except BaseException:
+            conn.finals.pop(mid, None)
+            raise
+        key = build_session_key(msg, self._keys)
+        queued = disposition is Disposition.ACCEPTED
+        conn.spawn(self._settle(conn, mid, key, final, queued), f"control-settle:{mid}")
+        return {"message_id": mid, "disposition": str(disposition)}
+
+    async def _settle(self, conn: _Connection, mid: str, key: str, final: asyncio.Event, queued: bool) -> None:
+        """Push ``done`` once a message is answered and nothing it started is still
+        under way: its lane ran dry (a turn is done only after its bookkeeping, so a
+        next line never finds it busy, which /handoff would refuse), and an
+        acknowledgement that promised a later answer (/handoff's) got it."""
+        lanes = self._services.lanes
+        try:
+            while True:
+                if queued:
+                    await lanes.wait_idle(key)
+                if mid in conn.acked and not final.is_set():
+                    await final.wait()
+                    continue
+                if queued and lanes.busy(key):
+                    continue  # the promised answer came from a job queued meanwhile
+                break
+            await conn.push_event("done", None, mid)
+        except ConnectionError:
+            pass
+        finally:
+            conn.finals.pop(mid, None)
+            conn.acked.discard(mid)

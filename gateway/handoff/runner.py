@@ -1,0 +1,415 @@
+"""/handoff: move a live session to another platform's home channel.
+
+Inside the daemon, no polling: the command inserts a ``pending`` row and
+starts a task that claims it (compare-and-set), opens a thread in the home
+channel, binds that thread's session key to the same session id, and runs a
+synthetic user turn in the thread's lane so the agent confirms and summarises
+there. The source chat then gets a reply starting with ``HANDOFF_DONE_PREFIX``
+(the terminal client exits on it) and the ``/resume <title>`` way back.
+
+The destination key is never hand-built: the destination adapter describes
+a later message in the new thread (``Adapter.inbound_in_thread``) and the
+router's own ``build_session_key`` turns that into the key, so the next real
+message there lands in the same session. Where that cannot work (a Telegram
+group without topics) the adapter says why and the handoff is refused.
+
+The state machine follows the issue: the only timeout is for a row nobody
+claimed (``fail_if_pending``). Once claimed, the transfer runs to completion
+or to its own failure (thread creation, the agent's turn, the send; each has
+its own bounds), so a late timeout can never fail a claimed handoff.
+
+While a handoff is in flight its source key is held: the router refuses that
+chat's turns and queued commands, so nothing interleaves with the synthetic
+turn. A failure marks the row ``failed`` with the (redacted) reason, puts the
+destination key back as it was, and frees the session for a retry. The
+transcript is never touched by a failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from adapters.base import ChatType, InboundMessage, OutboundMessage, SendKind
+from gateway.handoff import store as rows
+from gateway.logs import redact
+from gateway.routing.home_channels import HomeChannel
+from gateway.routing.services import Services
+from gateway.routing.session_index import PriorBinding
+from gateway.routing.session_key import SessionKeySettings, build_session_key
+from storage.errors import GatewayError, InvalidTitleError, TitleConflictError
+
+__all__ = ["HANDOFF_DONE_PREFIX", "HandoffRefusedError", "HandoffRunner", "TurnRunner"]
+
+log = structlog.get_logger("hermes.handoff")
+
+HANDOFF_DONE_PREFIX = "Handoff complete"
+#: at stop, how long running handoffs get to fail on their own (the lanes were
+#: drained, so their summary turns are already stopped) before they are cancelled
+STOP_GRACE = 5.0
+#: platforms that only answer requests and cannot host a conversation
+_REQUEST_ONLY = frozenset({"api-server", "cli"})
+
+class TurnRunner(Protocol):
+    """Runs one agent turn in a key's lane (``Router.run_turn_in_lane``); True when the
+    reply was delivered. ``prepare`` runs in the lane right before the turn. Cancelling
+    the await withdraws the turn (or stops it, if it already runs)."""
+
+    def __call__(self, msg: InboundMessage, key: str, text: str, *,
+                 prepare: Callable[[], Awaitable[None]] | None = None) -> Awaitable[bool]: ...
+
+
+class HandoffRefusedError(GatewayError):
+    """/handoff cannot start; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class _Job:
+    handoff_id: int
+    session_id: str
+    source: InboundMessage
+    source_key: str
+    target: str
+    home: HomeChannel
+
+
+@dataclass
+class _Progress:
+    """How far the transfer got: what a failure has to undo."""
+
+    target_key: str | None = None
+    #: the destination key's rebinding, once started (its result: what to restore)
+    binding: asyncio.Future[PriorBinding] | None = None
+
+
+def synthetic_prompt(source_platform: str, title: str) -> str:
+    return (
+        f'[This session ("{title}") was just handed off from {source_platform} to this channel. '
+        "The earlier conversation is above. Briefly confirm that you are continuing here and "
+        "summarise what we were working on, so the user can carry on from this device.]"
+    )
+
+
+class HandoffRunner:
+    def __init__(self, services: Services, run_turn: TurnRunner, *, timeout: float) -> None:
+        self._services = services
+        self._run_turn = run_turn
+        #: how long a row may stay ``pending`` (unclaimed) before it is failed
+        self._timeout = timeout
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._timers: dict[int, asyncio.TimerHandle] = {}
+        #: source key -> target platform, while its handoff is in flight
+        self._holding: dict[str, str] = {}
+        self._closed = False
+
+    @property
+    def running(self) -> int:
+        return len(self._tasks)
+
+    def in_flight(self, source_key: str) -> str | None:
+        """The platform this key's session is being handed off to right now, if any."""
+        return self._holding.get(source_key)
+
+    async def settled(self) -> None:
+        """Return once no handoff (or its pending timer's work) is running."""
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+    async def recover(self) -> int:
+        """Fail what a previous process left pending or claimed: it cannot finish now."""
+        count = await self._services.store.write(
+            lambda c: rows.fail_interrupted(c, "interrupted: the gateway restarted during the handoff")
+        )
+        if count:
+            log.warning("handoff.interrupted_rows_failed", count=count)
+        return int(count)
+
+    async def aclose(self) -> None:
+        """Stop (after the lanes were drained): running handoffs fail on their own, their
+        summary turns being stopped; what is still stuck after ``STOP_GRACE`` is
+        cancelled. Either way each marks its row failed and undoes its binding."""
+        self._closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        if not self._tasks:
+            return
+        _, stuck = await asyncio.wait(list(self._tasks), timeout=STOP_GRACE)
+        for task in stuck:
+            task.cancel()
+        if stuck:
+            await asyncio.wait(stuck, timeout=STOP_GRACE)
+
+    # ---------------------------------------------------------------- request
+
+    async def request(self, source: InboundMessage, source_key: str, target: str, *,
+                      announce: Callable[[], Awaitable[None]] | None = None) -> str:
+        """Validate and start a handoff; returns the row id as text for logs. Raises
+        HandoffRefusedError with the reason when it cannot start."""
+        s = self._services
+        if self._closed:
+            raise HandoffRefusedError("The gateway is shutting down; try /handoff again in a minute.")
+        adapter = s.adapters.get(target)
+        if adapter is None or target in _REQUEST_ONLY:
+            enabled = ", ".join(sorted(p for p in s.adapters if p not in _REQUEST_ONLY)) or "none"
+            raise HandoffRefusedError(
+                f"'{target}' is not a platform this gateway can hand off to (enabled: {enabled})."
+            )
+        if s.home_channels is None:
+            raise HandoffRefusedError("Handoff is not available in this gateway.")
+        home = await s.home_channels.get(target)
+        if home is None:
+            raise HandoffRefusedError(
+                f"{target} has no home channel yet. Send /sethome in the {target} chat where handed-off "
+                "sessions should appear, then try again."
+            )
+        if (home.platform, home.chat_id, home.thread_id) == (source.platform, source.chat_id, source.thread_id):
+            raise HandoffRefusedError(f"This chat is the {target} home channel already; nothing to move.")
+        try:
+            problem = await adapter.handoff_refusal(home.chat_id, home.chat_type, home.thread_id)
+        except Exception as exc:  # cannot tell now: opening the thread will say what is wrong
+            log.warning("handoff.home_check_failed", target=target, error=redact(str(exc)))
+            problem = None
+        if problem:
+            raise HandoffRefusedError(f"Cannot hand off to {target}: {problem}.")
+        # From the busy check to taking the hold there is no await: a message of
+        # this chat either runs before (and /handoff is refused) or is refused after.
+        if source_key in self._holding:
+            raise HandoffRefusedError("This session is already being handed off; wait for that to finish.")
+        if s.lanes.busy(source_key):
+            raise HandoffRefusedError(
+                "A reply is still being written. Wait for it to finish (or /stop it), then /handoff again."
+            )
+        self._holding[source_key] = target
+        try:
+            handoff_id, session_id = await self._insert(source, source_key, target, home)
+        except BaseException:
+            self._holding.pop(source_key, None)
+            raise
+        job = _Job(handoff_id, session_id, source, source_key, target, home)
+        if announce is not None:
+            with contextlib.suppress(Exception):
+                await announce()
+        self._spawn(self._run(job), f"handoff:{handoff_id}")
+        timer = asyncio.get_running_loop().call_later(self._timeout, self._expire_soon, handoff_id)
+        self._timers[handoff_id] = timer
+        log.info("handoff.requested", handoff_id=handoff_id, session_id=session_id, session_key=source_key,
+                 target=target)
+        return str(handoff_id)
+
+    async def _insert(self, source: InboundMessage, source_key: str, target: str,
+                      home: HomeChannel) -> tuple[int, str]:
+        s = self._services
+        session_id = await s.index.current(source_key)
+        if session_id is None:
+            raise HandoffRefusedError("There is nothing to hand off yet: this chat has no session.")
+        handoff_id = await s.store.write(
+            lambda c: rows.insert_pending(
+                c, session_id=session_id, source_key=source_key, source_platform=source.platform,
+                source_chat_id=source.chat_id, source_thread_id=source.thread_id, target_platform=target,
+                target_chat_id=home.chat_id,
+            )
+        )
+        return int(handoff_id), session_id
+
+    def _spawn(self, coro: Awaitable[None], name: str) -> None:
+        task: asyncio.Task[None] = asyncio.ensure_future(coro)
+        task.set_name(name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---------------------------------------------------------------- timeout
+
+    def _expire_soon(self, handoff_id: int) -> None:
+        self._timers.pop(handoff_id, None)
+        if not self._closed:
+            self._spawn(self._expire_quietly(handoff_id), f"handoff-expire:{handoff_id}")
+
+    async def _expire_quietly(self, handoff_id: int) -> None:
+        with contextlib.suppress(Exception):
+            await self.expire(handoff_id)
+
+    async def expire(self, handoff_id: int) -> bool:
+        """The pending timeout: fail the row only if nobody claimed it yet. A claimed or
+        finished row is never touched. True if this call failed it."""
+        failed = bool(await self._services.store.write(
+            lambda c: rows.fail_if_pending(c, handoff_id, "timed out waiting for the gateway to pick it up")
+        ))
+        if failed:
+            log.warning("handoff.pending_timeout", handoff_id=handoff_id)
+        else:
+            log.info("handoff.pending_timeout_ignored", handoff_id=handoff_id)  # claimed or finished already
+        return failed
+
+    # -------------------------------------------------------------------- run
+
+    async def _run(self, job: _Job) -> None:
+        with structlog.contextvars.bound_contextvars(handoff_id=job.handoff_id, session_id=job.session_id,
+                                                     session_key=job.source_key):
+            try:
+                await self._claim_and_transfer(job)
+            finally:
+                self._release(job)
+
+    def _release(self, job: _Job) -> None:
+        if self._holding.get(job.source_key) == job.target:
+            del self._holding[job.source_key]
+
+    async def _claim_and_transfer(self, job: _Job) -> None:
+        s = self._services
+        try:
+            claimed = await s.store.write(lambda c: rows.claim(c, job.handoff_id))
+        except Exception as exc:
+            reason = redact(str(exc) or type(exc).__name__)
+            log.error("handoff.claim_failed", error=reason)
+            with contextlib.suppress(Exception):  # else the pending timeout fails it
+                await s.store.write(lambda c: rows.fail_if_pending(c, job.handoff_id, f"claim failed: {reason}"))
+            self._release(job)
+            await self._tell_source(job, f"Handoff failed: {reason}. Your session here is intact; "
+                                         "try /handoff again in a moment.")
+            return
+        timer = self._timers.pop(job.handoff_id, None)
+        if timer is not None:
+            timer.cancel()
+        if not claimed:
+            log.info("handoff.not_claimed")  # the pending timeout got there first
+            self._release(job)
+            await self._tell_source(job, "Handoff failed: it timed out before it could start. "
+                                         "Your session here is intact; try /handoff again.")
+            return
+        progress = _Progress()
+        try:
+            target_key, title, where = await self._transfer(job, progress)
+        except asyncio.CancelledError:
+            await self._fail(job, "the gateway stopped during the handoff", progress)
+            raise
+        except Exception as exc:
+            await self._fail(job, str(exc) or type(exc).__name__, progress)
+            return
+        if not await s.store.write(lambda c: rows.complete(c, job.handoff_id, target_key=target_key)):
+            # Only a second process could have moved a claimed row; believe the row.
+            await self._fail(job, "it was cancelled while finishing", progress, mark=False)
+            return
+        await s.index.unbind(job.source_key, job.session_id)
+        log.info("handoff.completed", target=job.target, target_key=target_key)
+        self._release(job)
+        await self._tell_source(
+            job,
+            f"{HANDOFF_DONE_PREFIX}: handed off to {job.target}. The session \"{title}\" now continues "
+            f"in {where}.\nNew messages here start a fresh session. To come back to this one, send:\n"
+            f"/resume {title}",
+        )
+
+    async def _transfer(self, job: _Job, progress: _Progress) -> tuple[str, str, str]:
+        """Thread, binding, synthetic turn. Raises with a readable reason on failure."""
+        s = self._services
+        title = await self._ensure_title(job.session_id)
+        adapter = s.adapters[job.target]
+        home = job.home
+        thread_id = home.thread_id
+        if home.chat_type is not ChatType.DM:
+            # A DM has no threads a reply could come back in: the DM itself is the place.
+            try:
+                created = await adapter.create_thread(home.chat_id, f"Hermes — {title}")
+            except Exception as exc:
+                raise RuntimeError(f"could not open a thread in the {job.target} home channel ({exc})") from exc
+            if created is not None:
+                thread_id = created
+        # The person who chose the home speaks for it: where keys are per user (a
+        # group without threads, thread_sessions_per_user) the session is theirs,
+        # and their next message there is the one that continues it.
+        later = adapter.inbound_in_thread(home.chat_id, home.chat_type, thread_id, user_id=home.set_by,
+                                          text=synthetic_prompt(job.source.platform, title))
+        where_msg = dataclasses.replace(later, redeliverable=False)
+        key = build_session_key(where_msg, s.key_settings or SessionKeySettings())
+        progress.target_key = key
+
+        async def bind() -> None:
+            # In the destination's lane, right before the summary turn: what already
+            # waited there (the home chat's own messages) still ran on its own session.
+            progress.binding = asyncio.ensure_future(s.index.bind_for_handoff(key, job.session_id, where_msg))
+            prior = await asyncio.shield(progress.binding)  # a stop mid-write still lets _fail undo it
+            await s.store.write(
+                lambda c: rows.transition(c, job.handoff_id, to=rows.CLAIMED, only_from=(rows.CLAIMED,),
+                                          target_thread_id=thread_id, target_key=key)
+            )
+            log.info("handoff.bound", target_key=key, replaced=prior.session_id)
+
+        delivered = await self._run_turn(where_msg, key, where_msg.text, prepare=bind)
+        if not delivered:
+            raise RuntimeError(await self._send_failure_reason(key, job.target))
+        where = f"a new thread of the {job.target} home channel" if thread_id != home.thread_id \
+            else f"the {job.target} home channel"
+        return key, title, where
+
+    async def _send_failure_reason(self, key: str, target: str) -> str:
+        row = await self._services.store.read(
+            lambda c: c.execute(
+                "SELECT error FROM gateway_outbound WHERE session_key = ? AND status = 'failed' "
+                "ORDER BY id DESC LIMIT 1",
+                (key,),
+            ).fetchone()
+        )
+        if row is not None and row["error"]:
+            return f"sending the summary to {target} failed ({row['error']})"
+        return f"the agent could not write its summary in {target} (its error notice is there)"
+
+    async def _ensure_title(self, session_id: str) -> str:
+        """The session's title, giving it one first if it has none (``/resume`` needs a name)."""
+        store = self._services.store
+        session = await store.get_session(session_id) or {}
+        if session.get("title"):
+            return str(session["title"])
+        wanted = f"handoff-{session_id.rsplit('_', 1)[-1]}"
+        for _ in range(3):
+            try:
+                return await store.set_session_title(session_id, wanted) or wanted
+            except TitleConflictError as exc:
+                wanted = exc.suggestion
+            except InvalidTitleError:
+                break
+        return session_id
+
+    async def _fail(self, job: _Job, reason: str, progress: _Progress, *, mark: bool = True) -> None:
+        reason = redact(reason)
+        # The row and the binding are put right even if this task is cancelled meanwhile.
+        undo = asyncio.ensure_future(self._undo(job, reason, progress, mark))
+        try:
+            marked, restored = await asyncio.shield(undo)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await undo
+            raise
+        log.warning("handoff.failed", reason=reason, marked=marked, target_key=progress.target_key,
+                    restored=restored)
+        self._release(job)
+        await self._tell_source(
+            job,
+            f"Handoff failed: {reason}.\nYour session here is intact; try /handoff {job.target} again.",
+        )
+
+    async def _undo(self, job: _Job, reason: str, progress: _Progress, mark: bool) -> tuple[bool, bool]:
+        s = self._services
+        marked = restored = False
+        if mark:
+            with contextlib.suppress(Exception):
+                marked = bool(await s.store.write(lambda c: rows.fail(c, job.handoff_id, reason)))
+        if progress.target_key is not None and progress.binding is not None:
+            # The destination chat gets back what it had; only if it still points at us.
+            with contextlib.suppress(Exception):
+                prior = await progress.binding
+                restored = await s.index.restore(progress.target_key, job.session_id, prior)
+        return marked, restored
+
+    async def _tell_source(self, job: _Job, text: str) -> None:
+        src = job.source
+        with contextlib.suppress(Exception):
+            await self._services.delivery.send(
+                OutboundMessage(src.platform, src.chat_id, redact(text), src.thread_id, src.message_id,
+                                SendKind.NOTICE)
+            )

@@ -1,0 +1,181 @@
+"""Outbound delivery with a durable ledger.
+
+Every reply is recorded in state.db before it is sent and marked sent after,
+so a reply cut off by a crash is sent once more after restart (if it is
+recent), marked as recovered. Splitting to the platform's limit happens here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import structlog
+
+from adapters.base import Adapter, OutboundMessage, SendKind
+from storage import StateStore
+
+if TYPE_CHECKING:
+    from gateway.routing.metrics import GatewayMetrics
+
+log = structlog.get_logger("hermes.delivery")
+
+RECOVERED_PREFIX = "↻ (recovered after a restart) "
+
+
+@dataclass(frozen=True)
+class PendingReply:
+    id: int
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    reply_to: str | None
+    text: str
+    created_at: float
+
+
+def record_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: str | None,
+                 session_id: str | None) -> int:
+    """The outbox row of a reply, inside the caller's transaction; its id.
+
+    The router writes it in the same transaction as the agent's answer, so an
+    answer is never stored without the obligation to deliver it, and the turn
+    needs no commit of its own for it.
+    """
+    cur = conn.execute(
+        "INSERT INTO gateway_outbound (session_key, session_id, platform, chat_id, thread_id, reply_to, "
+        "text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_key, session_id, out.platform, out.chat_id, out.thread_id, out.reply_to, out.text, time.time()),
+    )
+    return int(cur.lastrowid or 0)
+
+
+class Delivery:
+    #: set by the runner; None in tests that build a bare Delivery
+    metrics: GatewayMetrics | None = None
+
+    def __init__(self, store: StateStore, adapters: Mapping[str, Adapter]) -> None:
+        self._store = store
+        self._adapters = adapters
+        self._marks: set[asyncio.Task[None]] = set()
+
+    def recoverable(self, platform: str) -> bool:
+        """Whether replies on ``platform`` go through the ledger: they could be re-sent after a crash."""
+        adapter = self._adapters.get(platform)
+        return adapter is not None and adapter.supports_recovery
+
+    async def send(self, out: OutboundMessage, *, session_key: str | None = None,
+                   session_id: str | None = None, ledger_id: int | None = None) -> bool:
+        """Send a message; replies go through the ledger. True when every chunk was sent.
+
+        ``ledger_id``: the reply's outbox row, already written with the answer (``record_reply``).
+        """
+        adapter = self._adapters.get(out.platform)
+        if adapter is None:
+            log.error("delivery.no_adapter", platform=out.platform)
+            return False
+        if out.kind is not SendKind.REPLY or not self.recoverable(out.platform):
+            return await self._send_chunks(adapter, out) is None
+        if ledger_id is None:
+            ledger_id = await self._store.write(lambda c: record_reply(c, out, session_key, session_id))
+        try:
+            error = await self._send_chunks(adapter, out)
+        except asyncio.CancelledError:
+            # Stopped mid-send (a withdrawn handoff summary, a drain cut): part may be out, so a
+            # restart must not send it again.
+            await asyncio.shield(self._mark(ledger_id, "expired", "stopped while sending"))
+            raise
+        if error is not None:
+            await self._mark(ledger_id, "failed", error)  # callers read why (a failed handoff says so)
+            return False
+        # Noted in the background: the turn is over once the reply is out, and a message
+        # arriving now must not be told to wait for bookkeeping. ``aclose`` waits for these.
+        task = asyncio.create_task(self._mark(ledger_id, "sent"))
+        self._marks.add(task)
+        task.add_done_callback(self._marked)
+        return True
+
+    def _marked(self, task: asyncio.Task[None]) -> None:
+        self._marks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            # The row stays 'pending': at worst the reply is sent once more after a restart.
+            log.warning("delivery.mark_failed", error=str(task.exception()))
+
+    async def aclose(self) -> None:
+        """Wait for the ledger notes still being written (before the store closes)."""
+        if self._marks:
+            await asyncio.wait(set(self._marks), timeout=10.0)
+
+    async def withdraw(self, ledger_id: int, reason: str) -> None:
+        """An outbox row whose reply will not be sent after all (the turn failed or was stopped)."""
+        await self._mark(ledger_id, "expired", reason)
+
+    async def _send_chunks(self, adapter: Adapter, out: OutboundMessage) -> str | None:
+        """Send every chunk in order; the error text if one failed, else None."""
+        try:
+            for chunk in adapter.split(out.text) if out.text else [out.text]:
+                await adapter.send(
+                    OutboundMessage(out.platform, out.chat_id, chunk, out.thread_id, out.reply_to, out.kind)
+                )
+                if self.metrics is not None:
+                    self.metrics.messages_out.labels(out.platform).inc()
+        except Exception as exc:
+            if self.metrics is not None:
+                self.metrics.send_failures.labels(out.platform).inc()
+            error = f"{type(exc).__name__}: {exc}"[:300]
+            log.error("delivery.send_failed", platform=out.platform, chat_id=out.chat_id, error=error)
+            return error
+        return None
+
+    async def _mark(self, ledger_id: int, status: str, error: str | None = None) -> None:
+        now = time.time()
+        await self._store.write(
+            lambda c: c.execute(
+                "UPDATE gateway_outbound SET status = ?, attempts = attempts + 1, error = ?, "
+                "sent_at = CASE WHEN ? IN ('sent', 'recovered') THEN ? ELSE sent_at END WHERE id = ?",
+                (status, error, status, now, ledger_id),
+            )
+        )
+
+    async def recover(self, platform: str, max_age_seconds: float) -> int:
+        """Send once more what a crash cut off; older leftovers are marked expired."""
+        cutoff = time.time() - max_age_seconds
+
+        def claim(conn: sqlite3.Connection) -> list[PendingReply]:
+            conn.execute(
+                "UPDATE gateway_outbound SET status = 'expired' WHERE platform = ? AND status = 'pending' "
+                "AND created_at < ?",
+                (platform, cutoff),
+            )
+            rows = conn.execute(
+                "SELECT id, platform, chat_id, thread_id, reply_to, text, created_at FROM gateway_outbound "
+                "WHERE platform = ? AND status = 'pending' ORDER BY id",
+                (platform,),
+            ).fetchall()
+            # Claimed before sending: a second crash must not send it twice.
+            conn.executemany("UPDATE gateway_outbound SET status = 'recovering' WHERE id = ?",
+                             [(r["id"],) for r in rows])
+            return [PendingReply(*tuple(r)) for r in rows]
+
+        pending = await self._store.write(claim)
+        adapter = self._adapters.get(platform)
+        sent = 0
+        for item in pending:
+            if adapter is None or not adapter.supports_recovery:
+                await self._mark(item.id, "expired", "no recipient waiting")
+                continue
+            error = await self._send_chunks(
+                adapter,
+                OutboundMessage(platform, item.chat_id, RECOVERED_PREFIX + item.text, item.thread_id, item.reply_to),
+            )
+            await self._mark(item.id, "recovered" if error is None else "failed", error)
+            sent += error is None
+            if self.metrics is not None:
+                self.metrics.deliveries_retried.labels(platform).inc()
+        if pending:
+            log.info("delivery.recovered", platform=platform, replies=sent, claimed=len(pending))
+        return sent

@@ -1,0 +1,325 @@
+"""The routing index: session key -> the session a chat is talking to now.
+
+Lives in state.db (``gateway_session_index``), so a restart, a /resume or a
+/handoff is just a row. Reset policies are applied here, and an entry that
+points at an ended or deleted session is healed, never followed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+
+from adapters.base import InboundMessage
+from gateway.config.models import SessionResetConfig
+from storage import StateStore, new_session_id
+from storage import _ops as ops
+from storage.errors import InvalidTitleError, TitleConflictError
+
+log = structlog.get_logger("hermes.session_index")
+
+
+@dataclass(frozen=True)
+class Binding:
+    session_key: str
+    session_id: str
+    created: bool  # a new session was started for this message
+    reset_reason: str | None = None  # "idle" / "daily" when a policy rotated it
+    previous_session_id: str | None = None
+    #: a title queued with /title that could not be applied; the user is told with the reply
+    title_note: str | None = None
+
+
+@dataclass(frozen=True)
+class PriorBinding:
+    """What a key pointed at before a /handoff rebound it, so a failure can put it back."""
+
+    session_id: str | None
+    updated_at: float | None
+    remembered: bool  # the key was already in the session's binding history
+
+
+#: a title queued for a session that never started is forgotten after this long (a
+#: terminal's chat ends with its connection; a chat may simply never write again)
+PENDING_TITLE_TTL = 7 * 86400.0
+
+
+def reset_reason(policy: SessionResetConfig, last_active: float, now: float) -> str | None:
+    """Why a session whose last activity was ``last_active`` must rotate now, if it must."""
+    if policy.mode in ("idle", "both") and now - last_active > policy.idle_minutes * 60:
+        return "idle"
+    if policy.mode in ("daily", "both"):
+        local_now = datetime.fromtimestamp(now)
+        boundary = local_now.replace(hour=policy.at_hour, minute=0, second=0, microsecond=0)
+        if local_now < boundary:
+            boundary -= timedelta(days=1)
+        if last_active < boundary.timestamp():
+            return "daily"
+    return None
+
+
+def _lookup(conn: sqlite3.Connection, key: str) -> dict[str, Any] | None:
+    row = conn.execute(
+        "SELECT i.session_id, i.updated_at, s.id AS live_id, s.ended_at, "
+        "(SELECT MAX(m.timestamp) FROM messages m WHERE m.session_id = i.session_id) AS last_message_at "
+        "FROM gateway_session_index i LEFT JOIN sessions s ON s.id = i.session_id "
+        "WHERE i.session_key = ?",
+        (key,),
+    ).fetchone()
+    return None if row is None else dict(zip(row.keys(), tuple(row), strict=True))
+
+
+def _live(row: dict[str, Any] | None) -> bool:
+    return row is not None and row["live_id"] is not None and row["ended_at"] is None
+
+
+def _last_active(row: dict[str, Any]) -> float:
+    """The later of the last message and the moment the key was (re)bound, so a
+    session just resumed with /resume is not immediately idle. Derived from
+    data, so an ordinary turn needs no write to keep it current."""
+    return max(float(row["updated_at"]), float(row["last_message_at"] or 0.0))
+
+
+def _bind(conn: sqlite3.Connection, key: str, session_id: str, msg: InboundMessage | None, now: float) -> None:
+    conn.execute(
+        """
+        INSERT INTO gateway_session_index
+            (session_key, session_id, platform, chat_id, chat_type, thread_id, user_id, created_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT(session_key) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at
+        """,
+        (
+            key,
+            session_id,
+            _platform_of(key, msg),
+            msg.chat_id if msg else None,
+            str(msg.chat_type) if msg else None,
+            msg.thread_id if msg else None,
+            msg.user_id if msg else None,
+            now,
+            now,
+        ),
+    )
+    # Remembered for good, so /resume can tell which chats a session belongs to
+    # after the key moved on (/new, /handoff).
+    conn.execute(
+        "INSERT OR IGNORE INTO gateway_session_bindings (session_key, session_id, platform, user_id, first_bound_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (key, session_id, _platform_of(key, msg), msg.user_id if msg else None, now),
+    )
+
+
+def _platform_of(key: str, msg: InboundMessage | None) -> str:
+    if msg is not None:
+        return msg.platform
+    return key.split(":")[2] if key.count(":") >= 2 else "unknown"
+
+
+def rebind_in_transaction(conn: sqlite3.Connection, key: str, session_id: str) -> None:
+    """Point ``key`` at ``session_id`` inside the caller's write transaction.
+
+    The agent's compression runs it in the same transaction as the split, so
+    the chat can never be left on the session that split ended.
+    """
+    _bind(conn, key, session_id, None, time.time())
+
+
+def _apply_pending_title(conn: sqlite3.Connection, key: str, session_id: str, now: float) -> str | None:
+    """A title set with /title before the session existed is applied as it is created.
+    Returns what to tell the user when it could not be (they were told it was saved)."""
+    row = conn.execute(
+        "SELECT title FROM gateway_pending_titles WHERE session_key = ? AND created_at >= ?",
+        (key, now - PENDING_TITLE_TTL),
+    ).fetchone()
+    conn.execute("DELETE FROM gateway_pending_titles WHERE session_key = ?", (key,))
+    if row is None:
+        return None
+    try:
+        ops.set_session_title(conn, session_id, row["title"])
+    except TitleConflictError as exc:
+        # Queued titles reserve nothing: another session took it first. The session
+        # starts untitled rather than not at all, and the user hears why.
+        log.warning("session_index.pending_title_dropped", session_id=session_id, session_key=key, error=str(exc))
+        return (f'The title "{exc.title}" you set with /title is now used by another session, so this one is '
+                f'untitled. Name it with /title, for example /title {exc.suggestion}')
+    except InvalidTitleError as exc:
+        log.warning("session_index.pending_title_dropped", session_id=session_id, session_key=key, error=str(exc))
+        return f"The title you set with /title could not be applied ({exc}). Name this session with /title."
+    return None
+
+
+def _new_id(msg: InboundMessage) -> str:
+    # Terminal sessions carry the reference's 6-hex ids; every platform else 8.
+    return new_session_id("terminal" if msg.platform == "cli" else "gateway")
+
+
+class SessionIndex:
+    def __init__(self, store: StateStore, policy: SessionResetConfig) -> None:
+        self._store = store
+        self._policy = policy
+
+    async def current(self, key: str) -> str | None:
+        """The live session bound to a key, without creating one."""
+        row = await self._store.read(lambda c: _lookup(c, key))
+        if row is None or row["live_id"] is None or row["ended_at"] is not None:
+            return None
+        return str(row["session_id"])
+
+    async def due_reset(self, key: str) -> str | None:
+        """The bound session if the reset policy is about to rotate it (so the
+        agent can get one turn to save memories first)."""
+        if self._policy.mode == "none":
+            return None
+        row = await self._store.read(lambda c: _lookup(c, key))
+        if row is None or not _live(row):
+            return None
+        if reset_reason(self._policy, _last_active(row), time.time()) is None:
+            return None
+        return str(row["session_id"])
+
+    async def resolve(self, key: str, msg: InboundMessage, *, model: str | None = None) -> Binding:
+        """The session for this message: the bound one, or a new one when there is
+        none, it ended or vanished, or the reset policy says its time is up."""
+        now = time.time()
+        # The common case, a live session with no reset due, is a read.
+        current = await self._store.read(lambda c: _lookup(c, key))
+        if current is not None and _live(current) and reset_reason(self._policy, _last_active(current), now) is None:
+            return Binding(key, str(current["session_id"]), created=False)
+
+        def op(conn: sqlite3.Connection) -> Binding:
+            row = _lookup(conn, key)  # again, under the write lock
+            previous: str | None = None
+            reason: str | None = None
+            if row is not None and _live(row):
+                reason = reset_reason(self._policy, _last_active(row), now)
+                if reason is None:
+                    return Binding(key, str(row["session_id"]), created=False)
+                previous = str(row["session_id"])
+                ops.end_session(conn, previous, f"session_reset:{reason}", at=now)
+            elif row is not None:
+                previous = str(row["session_id"])  # stale: ended or deleted elsewhere
+            session_id = _new_id(msg)
+            ops.create_session(conn, session_id, msg.platform, model=model, user_id=msg.user_id, started_at=now)
+            _bind(conn, key, session_id, msg, now)
+            note = _apply_pending_title(conn, key, session_id, now)
+            return Binding(key, session_id, created=True, reset_reason=reason, previous_session_id=previous,
+                           title_note=note)
+
+        return await self._store.write(op)
+
+    async def rebind(self, key: str, session_id: str, msg: InboundMessage | None = None) -> None:
+        """Point a key at an existing session (used by /resume and /handoff)."""
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> None:
+            ops.reopen_session(conn, session_id)
+            _bind(conn, key, session_id, msg, now)
+
+        await self._store.write(op)
+
+    async def start_new(self, key: str, msg: InboundMessage, end_reason: str, *,
+                        model: str | None = None) -> Binding:
+        """End the current session (if any) and bind a fresh one (/new, /reset)."""
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> Binding:
+            row = _lookup(conn, key)
+            previous = None
+            if row is not None and row["live_id"] is not None:
+                previous = str(row["session_id"])
+                if row["ended_at"] is None:
+                    ops.end_session(conn, previous, end_reason, at=now)
+            session_id = _new_id(msg)
+            ops.create_session(conn, session_id, msg.platform, model=model, user_id=msg.user_id, started_at=now)
+            _bind(conn, key, session_id, msg, now)
+            note = _apply_pending_title(conn, key, session_id, now)
+            return Binding(key, session_id, created=True, previous_session_id=previous, title_note=note)
+
+        return await self._store.write(op)
+
+    async def unbind(self, key: str, session_id: str) -> bool:
+        """Detach a key from a session (the source of a finished /handoff), only if
+        it still points there; its next message starts a fresh session."""
+        return bool(await self._store.write(
+            lambda c: c.execute(
+                "DELETE FROM gateway_session_index WHERE session_key = ? AND session_id = ?", (key, session_id)
+            ).rowcount
+        ))
+
+    async def queue_title(self, key: str, title: str) -> None:
+        """Hold a title for the session this key has not started yet. It reserves
+        nothing (whoever starts a session with the name first gets it) and expires
+        after ``PENDING_TITLE_TTL``; expired ones are swept here, where they arise."""
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM gateway_pending_titles WHERE created_at < ?", (now - PENDING_TITLE_TTL,))
+            conn.execute(
+                "INSERT INTO gateway_pending_titles (session_key, title, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT(session_key) DO UPDATE SET title = excluded.title, created_at = excluded.created_at",
+                (key, title, now),
+            )
+
+        await self._store.write(op)
+
+    async def pending_title(self, key: str) -> str | None:
+        cutoff = time.time() - PENDING_TITLE_TTL
+        row = await self._store.read(
+            lambda c: c.execute(
+                "SELECT title FROM gateway_pending_titles WHERE session_key = ? AND created_at >= ?", (key, cutoff)
+            ).fetchone()
+        )
+        return None if row is None else str(row["title"])
+
+    async def forget_pending_title(self, key: str) -> None:
+        """Drop a queued title whose chat ended (a terminal chat closes with its connection)."""
+        await self._store.write(
+            lambda c: c.execute("DELETE FROM gateway_pending_titles WHERE session_key = ?", (key,))
+        )
+
+    # ------------------------------------------------------------- handoff
+
+    async def bind_for_handoff(self, key: str, session_id: str, msg: InboundMessage) -> PriorBinding:
+        """``rebind``, returning what the key pointed at before (for ``restore``)."""
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> PriorBinding:
+            row = conn.execute(
+                "SELECT session_id, updated_at FROM gateway_session_index WHERE session_key = ?", (key,)
+            ).fetchone()
+            remembered = conn.execute(
+                "SELECT 1 FROM gateway_session_bindings WHERE session_key = ? AND session_id = ?", (key, session_id)
+            ).fetchone() is not None
+            ops.reopen_session(conn, session_id)
+            _bind(conn, key, session_id, msg, now)
+            if row is None:
+                return PriorBinding(None, None, remembered)
+            return PriorBinding(str(row["session_id"]), float(row["updated_at"]), remembered)
+
+        return await self._store.write(op)
+
+    async def restore(self, key: str, session_id: str, prior: PriorBinding) -> bool:
+        """Undo ``bind_for_handoff`` if the key still points at ``session_id``: back to the
+        session it had (as it was), or unbound when it had none. True if anything changed."""
+
+        def op(conn: sqlite3.Connection) -> bool:
+            if not prior.remembered:  # this chat never had the session: it gains no claim on it
+                conn.execute("DELETE FROM gateway_session_bindings WHERE session_key = ? AND session_id = ?",
+                             (key, session_id))
+            if prior.session_id is None:
+                cur = conn.execute("DELETE FROM gateway_session_index WHERE session_key = ? AND session_id = ?",
+                                   (key, session_id))
+            else:
+                cur = conn.execute(
+                    "UPDATE gateway_session_index SET session_id = ?, updated_at = ? "
+                    "WHERE session_key = ? AND session_id = ?",
+                    (prior.session_id, prior.updated_at, key, session_id),
+                )
+            return cur.rowcount == 1
+
+        return bool(await self._store.write(op))
