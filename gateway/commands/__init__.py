@@ -1,0 +1,20 @@
+"""The slash commands, one module per family; the registry and the context they get live in
+``gateway.routing.commands`` (the router dispatches them).
+
+- ``builtin``: /help, /status, /stop
+- ``sessions``: /new, /reset, /title, /resume, /sessions
+- ``misc``: /queue, /compress, /sethome, /handoff
+"""
+
+from gateway.commands.builtin import register_builtin_commands
+from gateway.commands.misc import register_misc_commands
+from gateway.commands.sessions import register_session_commands
+from gateway.routing.commands import CommandRegistry
+
+__all__ = ["register_all_commands"]
+
+
+def register_all_commands(registry: CommandRegistry) -> None:
+    register_builtin_commands(registry)
+    register_session_commands(registry)
+    register_misc_commands(registry)

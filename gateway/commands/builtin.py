@@ -8,7 +8,7 @@ from gateway.routing.commands import Command, CommandContext, CommandRegistry
 
 
 async def _help(ctx: CommandContext) -> str:
-    return ctx.services.commands.help_text()
+    return ctx.commands.help_text()
 
 
 def _ago(seconds: float) -> str:

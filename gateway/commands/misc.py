@@ -45,8 +45,6 @@ async def _compress(ctx: CommandContext) -> str:
 async def _sethome(ctx: CommandContext) -> str:
     msg = ctx.message
     homes = ctx.services.home_channels
-    if homes is None:
-        return "Home channels are not available in this gateway."
     if msg.platform in _REQUEST_ONLY:
         return f"{msg.platform} only answers requests, so it cannot be a home channel."
     await homes.set(msg.platform, msg.chat_id, msg.thread_id, msg.chat_type, msg.user_id)
@@ -68,8 +66,6 @@ async def _handoff(ctx: CommandContext) -> str | None:
     if not target:
         return ("Usage: /handoff <platform>\nMoves this session to that platform's home channel; "
                 "come back later with /resume <title>.")
-    if s.handoffs is None:
-        return "Handoff is not available in this gateway."
     if len(target) > 40:
         raise HandoffRefusedError("That is not a platform name.")
     msg = ctx.message
@@ -81,7 +77,7 @@ async def _handoff(ctx: CommandContext) -> str | None:
                             msg.thread_id, msg.message_id, SendKind.ACK)
         )
 
-    await s.handoffs.request(msg, ctx.session_key, target, announce=announce)
+    await ctx.handoffs.request(msg, ctx.session_key, target, announce=announce)
     return None
 
 

@@ -44,7 +44,7 @@ from gateway.config.models import ConfigError
 from gateway.control.client import MAX_REQUEST_BYTES, socket_path
 from gateway.logs import redact
 from gateway.routing.services import Services
-from gateway.routing.session_key import SessionKeySettings, build_session_key
+from gateway.routing.session_key import build_session_key
 from storage import _queries as queries
 from storage.errors import GatewayError, SessionNotFoundError
 
@@ -72,7 +72,8 @@ class AdapterStateView(Protocol):
 class GatewayView(Protocol):
     """What ``status`` reads from the daemon (``gateway.daemon.runner.Gateway``)."""
 
-    services: Services | None
+    @property
+    def services(self) -> Services | None: ...
     adapter_states: dict[str, Any]
 
 
@@ -246,7 +247,6 @@ class ControlServer:
         self._identity: tuple[int, int] | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._message_ids = itertools.count(1)
-        self._keys = SessionKeySettings()
         self._ops: dict[str, Op] = {
             "ping": self._ping,
             "status": self._status,
@@ -385,7 +385,7 @@ class ControlServer:
         """A terminal chat id is never used again: a title queued in it can never apply."""
         with contextlib.suppress(Exception):
             template = self._chat_message(conn, "")
-            await self._services.index.forget_pending_title(build_session_key(template, self._keys))
+            await self._services.index.forget_pending_title(build_session_key(template, self._services.key_settings))
 
     async def _handle(self, conn: _Connection, line: bytes) -> None:
         try:
@@ -476,7 +476,7 @@ class ControlServer:
         title: str | None = None
         if session_id is not None:
             template = cli.message(chat_id, "", user_id=conn.user, user_name=conn.user)
-            await services.index.rebind(build_session_key(template, self._keys), session_id, template)
+            await services.index.rebind(build_session_key(template, self._services.key_settings), session_id, template)
             sid = session_id
             recap = await services.store.read(lambda c: _recap_rows(c, sid))
             session = await services.store.get_session(session_id) or {}
@@ -492,7 +492,7 @@ class ControlServer:
     async def _chat_info(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
         template = self._chat_message(conn, "")
         services = self._services
-        session_id = await services.index.current(build_session_key(template, self._keys))
+        session_id = await services.index.current(build_session_key(template, self._services.key_settings))
         session = await services.store.get_session(session_id) if session_id else None
         return {"chat_id": conn.chat_id, "session_id": session_id, "title": (session or {}).get("title")}
 
@@ -507,7 +507,7 @@ class ControlServer:
         except BaseException:
             conn.finals.pop(mid, None)
             raise
-        key = build_session_key(msg, self._keys)
+        key = build_session_key(msg, self._services.key_settings)
         queued = disposition is Disposition.ACCEPTED
         conn.spawn(self._settle(conn, mid, key, final, queued), f"control-settle:{mid}")
         return {"message_id": mid, "disposition": str(disposition)}

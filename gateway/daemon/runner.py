@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import signal
 import sqlite3
 from collections.abc import Callable
@@ -20,191 +19,28 @@ import anyio
 import structlog
 from aiohttp import web
 
-from adapters.api_server import ApiServerAdapter
 from adapters.base import Adapter, FatalAdapterError
-from adapters.cli import CliAdapter
-from adapters.discord import DiscordAdapter, DiscordSettings
-from adapters.slack import SlackAdapter, SlackSettings
-from adapters.telegram import TelegramAdapter, TelegramSettings
-from core import AgentRuntime, AgentSettings
-from core.agent import Agent, TurnRequest
-from core.llm import ModelClient, ModelSettings
-from core.tools import ToolsetPolicy
-from gateway.commands.builtin import register_builtin_commands
-from gateway.commands.families import register_chat_commands
-from gateway.config.models import ConfigError, DiscordConfig, LoadedConfig, SlackConfig, TelegramConfig
+from core.llm import ModelClient
+from gateway.config.models import ConfigError, LoadedConfig
 from gateway.control.server import ControlServer
+from gateway.daemon.adapters import build_adapters, secrets_of
+from gateway.daemon.agents import DefaultAgents
+from gateway.daemon.build import Runtime, build_runtime, default_agent_maker
 from gateway.daemon.sdnotify import SdNotifier
+from gateway.daemon.settings import model_settings, writer_settings
 from gateway.daemon.shutdown import disconnect_all
 from gateway.daemon.transport import AiohttpTransport
-from gateway.handoff.runner import HandoffRunner
 from gateway.http.health import StatePublisher, add_health_routes
 from gateway.logs import register_secrets
-from gateway.routing.auth import Authorizer
-from gateway.routing.commands import CommandRegistry
-from gateway.routing.dedupe import Dedupe
-from gateway.routing.delivery import Delivery
-from gateway.routing.home_channels import HomeChannels
-from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
-from gateway.routing.router import AgentMaker, MemoryFlush, Router
+from gateway.routing.router import Router
 from gateway.routing.services import Services
-from gateway.routing.session_index import SessionIndex
-from gateway.routing.session_key import SessionKeySettings
-from storage import AutoPruneSettings, StateStore, WriterSettings
+from gateway.routing.turns import AgentMaker, MemoryFlush
+from storage import AutoPruneSettings, StateStore
 
 log = structlog.get_logger("hermes.runner")
 
 ADAPTER_BACKOFF_MAX = 60.0
-
-
-def _is_loopback(host: str) -> bool:
-    if host in ("localhost", ""):
-        return host == "localhost"
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def writer_settings(config: LoadedConfig) -> WriterSettings:
-    s = config.settings.storage
-    return WriterSettings(
-        batch_limit=s.batch_limit,
-        queue_limit=s.queue_limit,
-        checkpoint_every_commits=s.checkpoint_every_commits,
-        checkpoint_every_seconds=s.checkpoint_every_seconds,
-        busy_retry_budget=s.busy_retry_budget,
-        synchronous=s.synchronous,
-    )
-
-
-def model_settings(config: LoadedConfig) -> ModelSettings:
-    m = config.settings.model
-    return ModelSettings(
-        base_url=m.base_url,
-        api_key=m.api_key.get_secret_value() if m.api_key else None,
-        model=m.default,
-        auxiliary_model=m.auxiliary,
-        timeout=m.timeout,
-        max_retries=m.max_retries,
-        max_retry_after=m.max_retry_after,
-    )
-
-
-def telegram_settings(tg: TelegramConfig) -> TelegramSettings:
-    """The adapter's settings from ``platforms.telegram`` (already validated by the config)."""
-    if tg.token is None:  # pragma: no cover - TelegramConfig refuses an active section without one
-        raise ConfigError("platforms.telegram is enabled but TELEGRAM_BOT_TOKEN is not set")
-    return TelegramSettings(
-        token=tg.token.get_secret_value().strip(),
-        base_url=tg.base_url,
-        base_file_url=tg.base_file_url,
-        mode=tg.mode,
-        webhook_url=tg.webhook_url,
-        webhook_path=tg.webhook_path,
-        webhook_secret=tg.webhook_secret.get_secret_value() if tg.webhook_secret else None,
-        require_mention=tg.require_mention,
-        poll_timeout=tg.poll_timeout,
-        watchdog_grace=tg.watchdog_grace,
-        conflict_retries=tg.conflict_retries,
-        conflict_backoff=tg.conflict_backoff,
-        max_flood_wait=tg.max_flood_wait,
-    )
-
-
-def slack_settings(sl: SlackConfig) -> SlackSettings:
-    """The adapter's settings from ``platforms.slack`` (already validated by the config)."""
-    if sl.bot_token is None:  # pragma: no cover - SlackConfig refuses an active section without one
-        raise ConfigError("platforms.slack is enabled but SLACK_BOT_TOKEN is not set")
-    return SlackSettings(
-        bot_token=sl.bot_token.get_secret_value().strip(),
-        app_token=sl.app_token.get_secret_value().strip() if sl.app_token else None,
-        signing_secret=sl.signing_secret.get_secret_value().strip() if sl.signing_secret else None,
-        mode=sl.mode,
-        api_base_url=sl.api_base_url,
-        events_path=sl.events_path,
-        free_response_channels=frozenset(sl.free_response_channels),
-        ping_interval=sl.ping_interval,
-        rate_limit_retries=sl.rate_limit_retries,
-        thinking_placeholder=sl.thinking_placeholder,
-        thinking_delay=sl.thinking_delay,
-    )
-
-
-def agent_settings(config: LoadedConfig) -> AgentSettings:
-    a = config.settings.agent
-    return AgentSettings(
-        max_iterations=a.max_iterations,
-        context_length=config.settings.model.context_length,
-        compression_threshold=a.compression_threshold,
-        tail_tokens=a.tail_tokens,
-        memory_nudge_interval=a.memory_nudge_interval,
-        skill_nudge_interval=a.skill_nudge_interval,
-        review_max_iterations=a.review_max_iterations,
-        auto_title=a.auto_title,
-        toolsets={
-            platform: ToolsetPolicy(frozenset(t.enabled) if t.enabled is not None else None, frozenset(t.disabled))
-            for platform, t in a.toolsets.items()
-        },
-    )
-
-
-class DefaultAgents:
-    """The full agent of ``core``: one runtime per daemon run, a fresh agent per message.
-
-    Also the daemon's compressor (/compress) and its memory flush before a reset.
-    """
-
-    def __init__(self, client: ModelClient) -> None:
-        self._client = client
-        self._runtime: AgentRuntime | None = None
-
-    def runtime(self, services: Services) -> AgentRuntime:
-        if self._runtime is None:
-            from gateway.routing.session_index import rebind_in_transaction
-
-            # The chat's key moves in the same transaction as a compression split.
-            self._runtime = AgentRuntime(
-                services.store, self._client, agent_settings(services.config), home=services.config.home,
-                rebind_op=rebind_in_transaction,
-            )
-        return self._runtime
-
-    def __call__(self, services: Services, request: TurnRequest) -> Agent:
-        return self.runtime(services).agent(request)
-
-    async def memory_flush(self, services: Services, session_id: str) -> None:
-        await self.runtime(services).memory_flush(session_id)
-
-    async def compress(self, services: Services, session_key: str, session_id: str) -> str:
-        return (await self.runtime(services).compress(session_key, session_id)).reply
-
-    async def aclose(self) -> None:
-        if self._runtime is not None:
-            await self._runtime.aclose()
-
-
-def discord_settings(dc: DiscordConfig) -> DiscordSettings:
-    """The adapter's settings from ``platforms.discord`` (already validated by the config)."""
-    if dc.token is None:  # pragma: no cover - DiscordConfig refuses an active section without one
-        raise ConfigError("platforms.discord is enabled but DISCORD_BOT_TOKEN is not set")
-    return DiscordSettings(
-        token=dc.token.get_secret_value().strip(),
-        base_url=dc.base_url,
-        gateway_url=dc.gateway_url,
-        require_mention=dc.require_mention,
-        free_response_channels=frozenset(dc.free_response_channels),
-        auto_thread=dc.auto_thread,
-        guild_ready_timeout=dc.guild_ready_timeout,
-        heartbeat_timeout=dc.heartbeat_timeout,
-        identify_delay=dc.identify_delay,
-        catchup_limit=dc.catchup_limit,
-    )
-
-
-def default_agent_maker(client: ModelClient) -> AgentMaker:
-    return DefaultAgents(client)
 
 
 @dataclass
@@ -229,11 +65,19 @@ class Gateway:
     def __post_init__(self) -> None:
         self._stop = asyncio.Event()
         self.adapter_states: dict[str, AdapterState] = {}
-        self.services: Services | None = None
-        self.router: Router | None = None
+        #: the parts of this run, once it has started (``build_runtime``)
+        self.runtime: Runtime | None = None
         self.http_port: int | None = None
         self.metrics = GatewayMetrics()
         self.notifier = SdNotifier()
+
+    @property
+    def services(self) -> Services | None:
+        return self.runtime.services if self.runtime is not None else None
+
+    @property
+    def router(self) -> Router | None:
+        return self.runtime.router if self.runtime is not None else None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -243,49 +87,6 @@ class Gateway:
         return self._stop.is_set()
 
     # ------------------------------------------------------------------ set-up
-
-    def _build_adapters(self) -> dict[str, Adapter]:
-        adapters: dict[str, Adapter] = {"cli": CliAdapter()}  # the terminal chat, always on
-        if self.standalone:
-            return adapters
-        api = self.config.settings.platforms.api_server
-        if api.enabled:
-            key = api.key.get_secret_value() if api.key else None
-            if not _is_loopback(api.host) and not key:
-                raise ConfigError(
-                    f"platforms.api_server.host is {api.host}, which is reachable from other machines; "
-                    f"set API_SERVER_KEY (or platforms.api_server.key in {self.config.config_file}) first."
-                )
-            adapters["api-server"] = ApiServerAdapter(
-                key=key, model_name=self.config.settings.model.default or "hermes-gateway"
-            )
-        telegram = self.config.settings.platforms.telegram
-        if telegram.active:
-            adapters["telegram"] = TelegramAdapter(telegram_settings(telegram))
-        slack = self.config.settings.platforms.slack
-        if slack.active:
-            adapters["slack"] = SlackAdapter(slack_settings(slack))
-        discord = self.config.settings.platforms.discord
-        if discord.active:
-            adapters["discord"] = DiscordAdapter(discord_settings(discord))
-        adapters.update(self.extra_adapters)
-        return adapters
-
-    def _secrets(self) -> list[str | None]:
-        s = self.config.settings
-        tg = s.platforms.telegram
-        values: list[str | None] = [
-            s.model.api_key.get_secret_value() if s.model.api_key else None,
-            s.platforms.api_server.key.get_secret_value() if s.platforms.api_server.key else None,
-            tg.token.get_secret_value() if tg.token else None,
-            tg.webhook_secret.get_secret_value() if tg.webhook_secret else None,
-        ]
-        sl = s.platforms.slack
-        values += [v.get_secret_value() for v in (sl.bot_token, sl.app_token, sl.signing_secret) if v]
-        dc = s.platforms.discord
-        values += [dc.token.get_secret_value()] if dc.token else []
-        values += [v for k, v in self.config.env.items() if k.endswith(("_TOKEN", "_KEY", "_SECRET"))]
-        return values
 
     async def _start_http(self, adapters: dict[str, Adapter]) -> web.AppRunner:
         app = web.Application(client_max_size=2 * 1024 * 1024)
@@ -318,7 +119,7 @@ class Gateway:
     async def run(self) -> None:
         """Serve until asked to stop. Raises ConfigError / StorageLockedError on a bad start."""
         settings = self.config.settings
-        register_secrets(self._secrets())
+        register_secrets(secrets_of(self.config))
         for sig in (signal.SIGTERM, signal.SIGINT):
             # From the first moment (before the first log line, which callers take as "started"):
             # a stop asked for during start-up becomes a clean drain once it is done.
@@ -336,60 +137,24 @@ class Gateway:
             await store.maybe_auto_prune(
                 AutoPruneSettings(s.auto_prune, s.retention_days, s.vacuum_after_prune, s.min_interval_hours)
             )
-            adapters = self._build_adapters()
+            adapters = build_adapters(self.config, standalone=self.standalone, extra=self.extra_adapters)
             client = ModelClient(model_settings(self.config), transport=AiohttpTransport())
-            registry = CommandRegistry()
-            register_builtin_commands(registry)
-            register_chat_commands(registry)
-            lanes = Lanes(settings.gateway.max_concurrent_turns, settings.gateway.max_queued_per_session)
-            services = Services(
-                config=self.config,
-                store=store,
-                index=SessionIndex(store, settings.session_reset),
-                dedupe=Dedupe(store, settings.gateway.dedupe_retention_hours),
-                lanes=lanes,
-                delivery=Delivery(store, adapters),
-                adapters=adapters,
-                commands=registry,
-                model_name=settings.model.default,
-            )
-            self.services = services
-            # The terminal chat is authenticated by its 0600 socket; it has no allowlist to warn about.
-            authorizer = Authorizer(self.config, [p for p in adapters if p != "cli"])
-            authorizer.warn_if_closed()
             if not client.settings.configured:
                 log.warning("model.not_configured", hint="set model.base_url and model.default in config.yaml")
-            services.key_settings = SessionKeySettings(
-                group_sessions_per_user=settings.gateway.group_sessions_per_user,
-                thread_sessions_per_user=settings.gateway.thread_sessions_per_user,
-            )
             agents = self.agent_maker(client)
-            memory_flush = self.memory_flush
-            if isinstance(agents, DefaultAgents):
-                services.compressor = agents
-                memory_flush = memory_flush or agents.memory_flush
-            router = Router(
-                services,
-                authorizer,
-                services.key_settings,
-                agents,
-                memory_flush=memory_flush,
-            )
-            self.router = router
-            services.home_channels = HomeChannels(store)
-            services.handoffs = HandoffRunner(
-                services, router.run_turn_in_lane, timeout=settings.sessions.handoff_timeout_seconds
-            )
-            await services.handoffs.recover()
-            router.metrics = services.delivery.metrics = self.metrics
-            self.metrics.attach(store, lanes, self.adapter_states, adapters)
+            runtime = build_runtime(self.config, store, adapters, agents, self.metrics,
+                                    memory_flush=self.memory_flush)
+            self.runtime = runtime
+            runtime.authorizer.warn_if_closed()
+            await runtime.handoffs.recover()
+            self.metrics.attach(store, runtime.services.lanes, self.adapter_states, adapters)
             for adapter in adapters.values():
-                adapter.bind(router.handle)
+                adapter.bind(runtime.router.handle)
             if not self.standalone:
                 http = await self._start_http(adapters)
             control = ControlServer(self.config.home, self)
             await control.start()
-            await self._serve(adapters, services, router)
+            await self._serve(adapters, runtime)
         finally:
             if control is not None:
                 await control.stop()
@@ -399,12 +164,13 @@ class Gateway:
                 await agents.aclose()  # background reviews and titles, before their store closes
             if client is not None:
                 await client.aclose()
-            if self.services is not None:
-                await self.services.delivery.aclose()  # ledger notes of replies already sent
+            if self.runtime is not None:
+                await self.runtime.services.delivery.aclose()  # ledger notes of replies already sent
             await store.close()
             log.info("gateway.stopped")
 
-    async def _serve(self, adapters: dict[str, Adapter], services: Services, router: Router) -> None:
+    async def _serve(self, adapters: dict[str, Adapter], runtime: Runtime) -> None:
+        services, router = runtime.services, runtime.router
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -428,8 +194,7 @@ class Gateway:
                 cut = await services.lanes.drain(self.config.settings.gateway.drain_timeout)
                 if cut:
                     log.warning("gateway.drain_cut", turns=cut)
-                if services.handoffs is not None:
-                    await services.handoffs.aclose()
+                await runtime.handoffs.aclose()
                 # Together, under one bound: what follows (writer drain, TRUNCATE) must fit TimeoutStopSec.
                 await disconnect_all(adapters, self.config.settings.gateway.disconnect_timeout)
                 tg.cancel_scope.cancel()

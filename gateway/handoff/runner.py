@@ -42,7 +42,7 @@ from gateway.logs import redact
 from gateway.routing.home_channels import HomeChannel
 from gateway.routing.services import Services
 from gateway.routing.session_index import PriorBinding
-from gateway.routing.session_key import SessionKeySettings, build_session_key
+from gateway.routing.session_key import build_session_key
 from storage.errors import GatewayError, InvalidTitleError, TitleConflictError
 
 __all__ = ["HANDOFF_DONE_PREFIX", "HandoffRefusedError", "HandoffRunner", "TurnRunner"]
@@ -160,8 +160,6 @@ class HandoffRunner:
             raise HandoffRefusedError(
                 f"'{target}' is not a platform this gateway can hand off to (enabled: {enabled})."
             )
-        if s.home_channels is None:
-            raise HandoffRefusedError("Handoff is not available in this gateway.")
         home = await s.home_channels.get(target)
         if home is None:
             raise HandoffRefusedError(
@@ -326,7 +324,7 @@ class HandoffRunner:
         later = adapter.inbound_in_thread(home.chat_id, home.chat_type, thread_id, user_id=home.set_by,
                                           text=synthetic_prompt(job.source.platform, title))
         where_msg = dataclasses.replace(later, redeliverable=False)
-        key = build_session_key(where_msg, s.key_settings or SessionKeySettings())
+        key = build_session_key(where_msg, s.key_settings)
         progress.target_key = key
 
         async def bind() -> None:

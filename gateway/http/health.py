@@ -80,7 +80,8 @@ class SnapshotSource(Protocol):
     """What a status snapshot needs (the control socket's view of the ``Gateway`` is no more than this)."""
 
     adapter_states: dict[str, Any]
-    services: Services | None
+    @property
+    def services(self) -> Services | None: ...
 
 
 class HealthSource(SnapshotSource, Protocol):

@@ -9,12 +9,9 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from adapters.base import InboundMessage
-
-if TYPE_CHECKING:
-    from gateway.routing.services import Services
+from gateway.routing.services import Handoffs, Services
 
 _COMMAND = re.compile(r"^/(?P<name>[A-Za-z][\w-]*)(?:@(?P<bot>[\w.]+))?(?:\s+(?P<args>.*))?$", re.DOTALL)
 
@@ -39,6 +36,9 @@ class CommandContext:
     session_key: str
     args: str
     services: Services
+    #: the registry the command was found in (/help lists it)
+    commands: CommandRegistry
+    handoffs: Handoffs
 
 
 Handler = Callable[[CommandContext], Awaitable[str | None]]

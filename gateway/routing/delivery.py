@@ -55,12 +55,12 @@ def record_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: st
 
 
 class Delivery:
-    #: set by the runner; None in tests that build a bare Delivery
-    metrics: GatewayMetrics | None = None
-
-    def __init__(self, store: StateStore, adapters: Mapping[str, Adapter]) -> None:
+    def __init__(self, store: StateStore, adapters: Mapping[str, Adapter],
+                 metrics: GatewayMetrics | None = None) -> None:
         self._store = store
         self._adapters = adapters
+        #: None in tests that build a bare Delivery
+        self.metrics = metrics
         self._marks: set[asyncio.Task[None]] = set()
 
     def recoverable(self, platform: str) -> bool:

@@ -1,24 +1,26 @@
-"""What the router and the commands share: one object, built by the runner."""
+"""What the router, the turns and the commands share: one object, built once and complete.
+
+The daemon builds it from the validated config before anything runs
+(``gateway.daemon.build``); nothing is assigned to it afterwards.
+"""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-from adapters.base import Adapter
+from adapters.base import Adapter, InboundMessage
 from gateway.config.models import LoadedConfig
 from gateway.routing.dedupe import Dedupe
 from gateway.routing.delivery import Delivery
+from gateway.routing.home_channels import HomeChannels
 from gateway.routing.lanes import Lanes
+from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.session_index import SessionIndex
+from gateway.routing.session_key import SessionKeySettings
 from storage import StateStore
-
-if TYPE_CHECKING:
-    from gateway.handoff.runner import HandoffRunner
-    from gateway.routing.commands import CommandRegistry
-    from gateway.routing.home_channels import HomeChannels
-    from gateway.routing.session_key import SessionKeySettings
 
 
 class Compressor(Protocol):
@@ -26,7 +28,18 @@ class Compressor(Protocol):
         """Summarise and split the session; returns the reply for the user."""
 
 
-@dataclass
+class Handoffs(Protocol):
+    """The /handoff machinery as the router and the commands see it (``gateway.handoff``)."""
+
+    def in_flight(self, source_key: str) -> str | None:
+        """The platform this key's session is being handed off to right now, if any."""
+
+    async def request(self, source: InboundMessage, source_key: str, target: str, *,
+                      announce: Callable[[], Awaitable[None]] | None = None) -> str:
+        """Validate and start a handoff; raises HandoffRefusedError with the reason."""
+
+
+@dataclass(frozen=True)
 class Services:
     config: LoadedConfig
     store: StateStore
@@ -35,14 +48,12 @@ class Services:
     lanes: Lanes
     delivery: Delivery
     adapters: dict[str, Adapter]
-    commands: CommandRegistry
+    #: the one place a chat's key rules live: router, /handoff, control socket and terminal chat read it
+    key_settings: SessionKeySettings
+    home_channels: HomeChannels
+    metrics: GatewayMetrics
+    #: splits a session by summarising it (the agent core provides it); /compress answers
+    #: "not available" when the daemon runs a custom agent without one
+    compressor: Compressor | None = None
     model_name: str | None = None
     started_at: float = field(default_factory=time.time)
-    #: splits a session by summarising it (the agent core provides it);
-    #: /compress answers "not available" while it is None
-    compressor: Compressor | None = None
-    #: /sethome targets and the /handoff machinery (set by the runner)
-    home_channels: HomeChannels | None = None
-    handoffs: HandoffRunner | None = None
-    #: the router's key rules, so a handed-off thread's key is built the same way
-    key_settings: SessionKeySettings | None = None

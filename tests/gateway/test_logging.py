@@ -23,10 +23,11 @@ from core.agent import TurnRequest, TurnResult
 from core.errors import ModelError
 from gateway import logs
 from gateway.config.models import load_config
-from gateway.daemon.runner import Gateway, default_agent_maker
+from gateway.daemon.build import default_agent_maker
+from gateway.daemon.runner import Gateway
 from gateway.logs import configure_logging, register_secrets
-from gateway.routing.router import AgentMaker
 from gateway.routing.services import Services
+from gateway.routing.turns import AgentMaker
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway._chat_adapter import ChatAdapter
 from tests.gateway.conftest import free_port, run_gateway, write_config

@@ -21,7 +21,7 @@ import pytest
 from storage import StateStore, WriterSettings
 from tests.gateway.conftest import run_gateway
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = Path(sys.executable).parent / "hermes-gateway"
 TIMEOUT = 60
 

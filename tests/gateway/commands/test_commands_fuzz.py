@@ -68,8 +68,9 @@ async def ready_to_hand_off(chat: ChatAdapter) -> None:
 async def test_fuzzed_command_arguments_always_get_a_reply(fuzz_run: Running, name: str, args: str,
                                                             sep: str) -> None:
     chat = fuzz_run.chat
-    services = fuzz_run.gateway.services
-    assert services is not None and services.handoffs is not None
+    runtime = fuzz_run.gateway.runtime
+    assert runtime is not None
+    handoffs = runtime.handoffs
     if (name, args) == ("handoff", "testchat"):
         await ready_to_hand_off(chat)
     before = len(chat.to("u1"))
@@ -87,6 +88,6 @@ async def test_fuzzed_command_arguments_always_get_a_reply(fuzz_run: Running, na
         assert outcome.startswith(("Handoff complete", "Handoff failed")), outcome
         if (name, args) == ("handoff", "testchat"):
             assert outcome.startswith("Handoff complete"), outcome
-    await asyncio.wait_for(services.handoffs.settled(), 30)
-    assert services.handoffs.running == 0
-    assert services.handoffs.in_flight("agent:main:testchat:dm:u1") is None
+    await asyncio.wait_for(handoffs.settled(), 30)
+    assert handoffs.running == 0
+    assert handoffs.in_flight("agent:main:testchat:dm:u1") is None

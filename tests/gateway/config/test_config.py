@@ -429,7 +429,7 @@ def test_allow_all_from_dotenv_and_config(tmp_path: Path) -> None:
 
 
 def test_model_section_reaches_the_model_client_settings(tmp_path: Path) -> None:
-    from gateway.daemon.runner import model_settings
+    from gateway.daemon.settings import model_settings
 
     home = _home(tmp_path, {"model": {"base_url": "http://127.0.0.1:9/v1", "default": "m", "auxiliary": "small",
                                       "timeout": 30, "max_retries": 2, "max_retry_after": 5}})

@@ -20,7 +20,7 @@ import yaml
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _env(home: Path) -> dict[str, str]:

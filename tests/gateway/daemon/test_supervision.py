@@ -42,7 +42,7 @@ from tests.gateway._chat_adapter import ChatAdapter
 from tests.gateway.conftest import free_port, write_config
 
 TIMEOUT = 15.0
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 ALLOW = {"TESTCHAT_ALLOWED_USERS": "u1,u2", "FLAKY_ALLOWED_USERS": "f1"}
 
 

@@ -187,7 +187,7 @@ async def test_a_timeout_racing_a_claimed_handoff_never_marks_it_failed(
 ) -> None:
     chat = GatedChat()
     async with run_gateway(gateway_home, fake_openai.base_url, chat=chat, env=ALLOW) as run:
-        handoffs = run.gateway.services.handoffs  # type: ignore[union-attr]
+        handoffs = run.gateway.runtime.handoffs  # type: ignore[union-attr]
         assert handoffs is not None
         await set_home(chat)
         await say(run, "the plan")
@@ -238,15 +238,14 @@ async def test_a_withdrawn_summary_turn_never_runs_and_the_home_chats_own_turn_i
     deliver later, and the owner's running turn is not stopped."""
     chat = GatedChat()
     async with run_gateway(gateway_home, fake_openai.base_url, chat=chat, env=ALLOW) as run:
-        router = run.gateway.router
+        turns = run.gateway.runtime.turns  # type: ignore[union-attr]
         lanes = run.gateway.services.lanes  # type: ignore[union-attr]
-        assert router is not None
         chat.gated_chat = "u1"
         await chat.say("my own question", user="u1")
         await asyncio.wait_for(chat.at_gate.wait(), WAIT)  # u1's turn runs, its reply is at the platform
         synthetic = InboundMessage("testchat", "u1", ChatType.DM, "u1", "[synthetic summary request]",
                                    redeliverable=False)
-        summary = asyncio.create_task(router.run_turn_in_lane(synthetic, DM_U1, synthetic.text))
+        summary = asyncio.create_task(turns.run_in_lane(synthetic, DM_U1, synthetic.text))
         await asyncio.sleep(0)  # let it queue
         assert lanes.waiting(DM_U1) == 1
         summary.cancel()
@@ -263,13 +262,12 @@ async def test_cancelling_a_running_summary_turn_stops_only_that_turn(
 ) -> None:
     chat = GatedChat()
     async with run_gateway(gateway_home, fake_openai.base_url, chat=chat, env=ALLOW) as run:
-        router = run.gateway.router
+        turns = run.gateway.runtime.turns  # type: ignore[union-attr]
         lanes = run.gateway.services.lanes  # type: ignore[union-attr]
-        assert router is not None
         chat.gated_chat = "u1"
         synthetic = InboundMessage("testchat", "u1", ChatType.DM, "u1", "[synthetic summary request]",
                                    redeliverable=False)
-        summary = asyncio.create_task(router.run_turn_in_lane(synthetic, DM_U1, synthetic.text))
+        summary = asyncio.create_task(turns.run_in_lane(synthetic, DM_U1, synthetic.text))
         await asyncio.wait_for(chat.at_gate.wait(), WAIT)  # the summary is being delivered
         await chat.say("queued behind it", user="u1")  # the home chat's own message waits behind
         assert lanes.waiting(DM_U1) == 1

@@ -1,0 +1,44 @@
+"""The agent ``core`` provides, as the daemon plugs it in: a fresh agent per message,
+the compressor behind /compress and the memory flush before a reset."""
+
+from __future__ import annotations
+
+from core import AgentRuntime
+from core.agent import Agent, TurnRequest
+from core.llm import ModelClient
+from gateway.daemon.settings import agent_settings
+from gateway.routing.services import Services
+from gateway.routing.session_index import rebind_in_transaction
+
+
+class DefaultAgents:
+    """The full agent of ``core``: one runtime per daemon run, a fresh agent per message.
+
+    Also the daemon's compressor (/compress) and its memory flush before a reset.
+    """
+
+    def __init__(self, client: ModelClient) -> None:
+        self._client = client
+        self._runtime: AgentRuntime | None = None
+
+    def runtime(self, services: Services) -> AgentRuntime:
+        if self._runtime is None:
+            # The chat's key moves in the same transaction as a compression split.
+            self._runtime = AgentRuntime(
+                services.store, self._client, agent_settings(services.config), home=services.config.home,
+                rebind_op=rebind_in_transaction,
+            )
+        return self._runtime
+
+    def __call__(self, services: Services, request: TurnRequest) -> Agent:
+        return self.runtime(services).agent(request)
+
+    async def memory_flush(self, services: Services, session_id: str) -> None:
+        await self.runtime(services).memory_flush(session_id)
+
+    async def compress(self, services: Services, session_key: str, session_id: str) -> str:
+        return (await self.runtime(services).compress(session_key, session_id)).reply
+
+    async def aclose(self) -> None:
+        if self._runtime is not None:
+            await self._runtime.aclose()

@@ -1,0 +1,76 @@
+"""The runtime parts of one daemon run, built once and complete from the validated config.
+
+Order matters only where one part is given to another: the shared ``Services``
+first, then the turns that run in the lanes, the /handoff machinery that
+queues turns, and the router in front of them all. Nothing is assigned to a
+part after this function returns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from adapters.base import Adapter
+from core.llm import ModelClient
+from gateway.commands import register_all_commands
+from gateway.config.models import LoadedConfig
+from gateway.daemon.agents import DefaultAgents
+from gateway.daemon.settings import key_settings
+from gateway.handoff.runner import HandoffRunner
+from gateway.routing.auth import Authorizer
+from gateway.routing.commands import CommandRegistry
+from gateway.routing.dedupe import Dedupe
+from gateway.routing.delivery import Delivery
+from gateway.routing.home_channels import HomeChannels
+from gateway.routing.lanes import Lanes
+from gateway.routing.metrics import GatewayMetrics
+from gateway.routing.router import Router
+from gateway.routing.services import Services
+from gateway.routing.session_index import SessionIndex
+from gateway.routing.turns import AgentMaker, MemoryFlush, Turns
+from storage import StateStore
+
+
+@dataclass(frozen=True)
+class Runtime:
+    services: Services
+    authorizer: Authorizer
+    commands: CommandRegistry
+    turns: Turns
+    handoffs: HandoffRunner
+    router: Router
+    agents: AgentMaker
+
+
+def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, Adapter], agents: AgentMaker,
+                  metrics: GatewayMetrics, *, memory_flush: MemoryFlush | None = None) -> Runtime:
+    settings = config.settings
+    commands = CommandRegistry()
+    register_all_commands(commands)
+    default = agents if isinstance(agents, DefaultAgents) else None
+    services = Services(
+        config=config,
+        store=store,
+        index=SessionIndex(store, settings.session_reset),
+        dedupe=Dedupe(store, settings.gateway.dedupe_retention_hours),
+        lanes=Lanes(settings.gateway.max_concurrent_turns, settings.gateway.max_queued_per_session),
+        delivery=Delivery(store, adapters, metrics),
+        adapters=adapters,
+        key_settings=key_settings(config),
+        home_channels=HomeChannels(store),
+        metrics=metrics,
+        compressor=default,
+        model_name=settings.model.default,
+    )
+    if memory_flush is None and default is not None:
+        memory_flush = default.memory_flush
+    turns = Turns(services, agents, memory_flush=memory_flush)
+    handoffs = HandoffRunner(services, turns.run_in_lane, timeout=settings.sessions.handoff_timeout_seconds)
+    # The terminal chat is authenticated by its 0600 socket; it has no allowlist to warn about.
+    authorizer = Authorizer(config, [p for p in adapters if p != "cli"])
+    router = Router(services, authorizer, turns, commands, handoffs)
+    return Runtime(services, authorizer, commands, turns, handoffs, router, agents)
+
+
+def default_agent_maker(client: ModelClient) -> AgentMaker:
+    return DefaultAgents(client)

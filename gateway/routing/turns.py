@@ -1,0 +1,191 @@
+"""One agent turn: session binding, a fresh agent, its answer delivered through the ledger.
+
+The router puts a turn in its chat's lane; ``Turns.run`` is what runs there.
+``Turns.run_in_lane`` queues a turn on behalf of someone else (the synthetic
+summary turn of /handoff) and tells the caller how it ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from adapters.base import InboundMessage, OutboundMessage, SendKind
+from core.agent import Agent, TurnRequest
+from core.errors import ModelNotConfiguredError
+from gateway.logs import redact
+from gateway.routing.delivery import record_reply
+from gateway.routing.lanes import LanesClosedError
+from gateway.routing.services import Services
+from gateway.routing.session_key import is_shared_session
+from storage.errors import GatewayError
+
+log = structlog.get_logger("hermes.router")
+
+AgentMaker = Callable[[Services, TurnRequest], Agent]
+MemoryFlush = Callable[[Services, str], Awaitable[None]]
+
+
+class _Outbox:
+    """A reply's ledger row, written by the agent in the transaction that stores its answer."""
+
+    def __init__(self, session_key: str, compose: Callable[[str], OutboundMessage]) -> None:
+        self._key = session_key
+        self._compose = compose
+        self.id: int | None = None
+
+    def record(self, conn: sqlite3.Connection, session_id: str, answer: str) -> None:
+        # On the writer thread; a batch that is replayed runs this again and the last id stands.
+        self.id = record_reply(conn, self._compose(answer), self._key, session_id)
+
+
+class Turns:
+    def __init__(self, services: Services, make_agent: AgentMaker, *,
+                 memory_flush: MemoryFlush | None = None) -> None:
+        self.services = services
+        self._make_agent = make_agent
+        self._memory_flush = memory_flush
+        self._accepting = True
+
+    def stop_intake(self) -> None:
+        """The gateway is stopping: a summary turn stopped from now on failed because of it."""
+        self._accepting = False
+
+    async def run_in_lane(self, msg: InboundMessage, key: str, text: str, *,
+                               prepare: Callable[[], Awaitable[None]] | None = None) -> bool:
+        """One agent turn for ``key`` behind whatever already waits in its lane (the
+        synthetic turn of /handoff); True when the agent answered and the reply was
+        delivered. ``prepare`` runs in the lane right before the turn (the handoff binds
+        the key there, so what waited ahead of it still ran on the old session).
+        Raises LaneFullError / LanesClosedError when it cannot be queued.
+
+        Cancelling the caller withdraws the turn: a job still waiting in the lane
+        will not run, and a running one is stopped. Only this job: whatever else
+        runs or waits for ``key`` (the home chat's own conversation) is untouched.
+        """
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        running: list[asyncio.Task[None]] = []
+
+        async def job() -> None:
+            if done.done():  # withdrawn while it waited
+                log.info("router.withdrawn_turn_skipped")
+                return
+            task = asyncio.current_task()
+            if task is not None:
+                running.append(task)
+            try:
+                if prepare is not None:
+                    await prepare()
+                ok = await self._turn_outcome(msg, key, text)
+            except BaseException as exc:
+                if not done.done():  # a stopped turn is a failed handoff, not a cancelled caller
+                    done.set_exception(exc if isinstance(exc, Exception) else RuntimeError(
+                        "the summary turn was stopped" if self._accepting else "the gateway stopped during the handoff"
+                    ))
+                raise
+            if not done.done():
+                done.set_result(ok)
+
+        async def dropped() -> None:
+            if not done.done():
+                done.set_exception(LanesClosedError("the gateway stopped before the turn ran"))
+
+        self.services.lanes.submit(key, job, on_drop=dropped, label=text)
+        try:
+            return await asyncio.shield(done)
+        except asyncio.CancelledError:
+            if not done.done():
+                done.cancel()  # the job sees it and skips, if it has not started
+            for task in running:
+                task.cancel()
+            raise
+
+    async def run(self, msg: InboundMessage, key: str, text: str) -> None:
+        """One turn of the agent for a message the router put in ``key``'s lane."""
+        await self._turn_outcome(msg, key, text)
+
+    async def _turn_outcome(self, msg: InboundMessage, key: str, text: str) -> bool:
+        services = self.services
+        due = await services.index.due_reset(key)
+        if due is not None and self._memory_flush is not None:
+            try:
+                await self._memory_flush(services, due)
+            except Exception:  # saving memories must never cost the user their answer
+                log.exception("router.memory_flush_failed", session_id=due)
+        binding = await services.index.resolve(key, msg, model=services.model_name)
+        with structlog.contextvars.bound_contextvars(session_id=binding.session_id):
+            if binding.created:
+                log.info("router.session_started", reset_reason=binding.reset_reason,
+                         previous_session_id=binding.previous_session_id)
+            note = binding.title_note
+
+            def reply_to_user(answer: str, kind: SendKind = SendKind.REPLY) -> OutboundMessage:
+                # The title the user was told was saved could not be applied: say so with this reply.
+                body = f"{answer}\n\n⚠️ {note}" if note else answer
+                return OutboundMessage(msg.platform, msg.chat_id, redact(body), msg.thread_id, msg.message_id, kind)
+
+            outbox = _Outbox(key, reply_to_user) if services.delivery.recoverable(msg.platform) else None
+            request = TurnRequest(
+                session_id=binding.session_id,
+                session_key=key,
+                platform=msg.platform,
+                chat_type=str(msg.chat_type),
+                text=text,
+                user_id=msg.user_id,
+                user_name=msg.user_name,
+                shared_session=is_shared_session(msg, services.key_settings),
+                # "seen" commits with the question: a message cut off before it was stored is taken again
+                on_question=(services.dedupe.record_op(msg.platform, msg.delivery_key)
+                             if msg.delivery_key is not None else None),
+                on_answer=outbox.record if outbox is not None else None,
+            )
+            typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
+            kind = SendKind.REPLY
+            started = time.perf_counter()
+            try:
+                result = await self._make_agent(services, request).run_turn(request)
+                reply = result.text
+            except ModelNotConfiguredError as exc:
+                reply, kind = str(exc), SendKind.NOTICE
+            except GatewayError as exc:
+                log.warning("router.turn_error", error_type=type(exc).__name__, error=str(exc))
+                reply, kind = f"⚠️ {exc}", SendKind.NOTICE
+            except asyncio.CancelledError:
+                if outbox is not None and outbox.id is not None:  # stopped after the answer was stored
+                    await asyncio.shield(services.delivery.withdraw(outbox.id, "the turn was stopped"))
+                raise
+            except Exception as exc:
+                log.exception("router.turn_crashed")
+                reply, kind = (
+                    f"Sorry, something went wrong ({type(exc).__name__}). "
+                    "Try again, or send /reset to start a fresh session.",
+                    SendKind.NOTICE,
+                )
+            finally:
+                typing.cancel()
+                services.metrics.turn_seconds.observe(time.perf_counter() - started)
+            ledger_id = outbox.id if outbox is not None else None
+            if ledger_id is not None and kind is not SendKind.REPLY:
+                # The answer was stored, then the turn failed: the error notice goes out instead.
+                await services.delivery.withdraw(ledger_id, "the turn failed after its answer was stored")
+                ledger_id = None
+            sent = await services.delivery.send(
+                reply_to_user(reply, kind), session_key=key, session_id=binding.session_id, ledger_id=ledger_id
+            )
+            return sent and kind is SendKind.REPLY
+
+    async def _keep_typing(self, msg: InboundMessage) -> None:
+        adapter = self.services.adapters.get(msg.platform)
+        if adapter is None:
+            return
+        g = self.services.config.settings.gateway
+        await asyncio.sleep(g.typing_delay)
+        while True:
+            with contextlib.suppress(Exception):
+                await adapter.send_typing(msg.chat_id, msg.thread_id)
+            await asyncio.sleep(g.typing_interval)
