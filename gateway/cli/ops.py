@@ -30,8 +30,9 @@ from gateway.cli.service import (
     required_stop_timeout,
 )
 from gateway.cli.systemd_unit import STOP_MARGIN, installed_stop_timeout
-from gateway.config.models import ConfigError, LoadedConfig, default_home, load_config
-from gateway.http.health import STATE_FILE, read_state_file
+from gateway.config.models import LoadedConfig, default_home, load_config
+from gateway.errors import ConfigError
+from gateway.status import STATE_FILE, read_state_file
 from storage import check_sqlite_features
 from storage.errors import GatewayError
 

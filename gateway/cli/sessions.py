@@ -27,8 +27,9 @@ import typer
 from rich.cells import cell_len, set_cell_size
 
 from gateway.cli import sessions_admin
-from gateway.config.models import EX_CONFIG, ConfigError, default_home, load_config
+from gateway.config.models import default_home, load_config
 from gateway.control import client as control_client
+from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError, DaemonUnreachableError
 from storage import GatewayError, SessionNotFoundError, StateStore, StorageLockedError
 from storage._queries import iter_export, recent_sessions, resolve_session_id, stats
 from storage._reader import Reader
@@ -48,10 +49,6 @@ sessions_app = typer.Typer(
 
 HomeOption = Annotated[Path | None, typer.Option("--home", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
 SourceOption = Annotated[str | None, typer.Option("--source", help="Only sessions from this platform (telegram, cli, ...)")]
-
-
-class DaemonUnreachableError(GatewayError):
-    """The writer lock is held, but no daemon answers on the control socket."""
 
 
 # ------------------------------------------------------------------ plumbing
@@ -115,7 +112,7 @@ async def _write_async(home: Path, op: str, params: dict[str, Any],
                        direct: Callable[[StateStore], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
     try:
         return await control_client.call(home, op, params)
-    except control_client.DaemonNotRunningError:
+    except DaemonNotRunningError:
         pass  # nobody to ask: write ourselves, under the lock
     db = home / DB_NAME
     if not db.exists():

@@ -15,15 +15,12 @@ from typing import Any
 
 import structlog
 
-from storage import GatewayError, InvalidTitleError, StateStore, clean_title
+from gateway.errors import InvalidPruneAgeError
+from storage import InvalidTitleError, StateStore, clean_title
 
 log = structlog.get_logger("hermes.sessions_admin")
 
 DEFAULT_PRUNE_DAYS = 90.0
-
-
-class InvalidPruneAgeError(GatewayError):
-    """``--older-than`` is not a finite number of days >= 0."""
 
 
 def check_prune_age(older_than_days: float) -> float:

@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.errors import UnitPathError
+
 __all__ = [
     "STOP_MARGIN",
     "UnitOptions",
@@ -41,10 +43,6 @@ WATCHDOG_SEC = 30
 SYSTEMD_DEFAULT_STOP = 90.0
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
 _NEEDS_QUOTES = re.compile(r"[\s\"'\\;]")
-
-
-class UnitPathError(ValueError):
-    """A path that cannot be written into a unit file."""
 
 
 @dataclass(frozen=True)

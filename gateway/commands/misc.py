@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 
 from adapters.base import OutboundMessage, SendKind
-from gateway.handoff.runner import HandoffRefusedError
+from gateway.errors import HandoffRefusedError
 from gateway.routing.commands import Command, CommandContext, CommandRegistry
 
 _QUEUE_SHOWN = 10

@@ -25,13 +25,7 @@ from pydantic import (
     model_validator,
 )
 
-from storage.errors import GatewayError
-
-EX_CONFIG = 78  # sysexits.h: configuration error; systemd must not restart on it
-
-
-class ConfigError(GatewayError):
-    """The configuration cannot be used; the message names the key and the file."""
+from gateway.errors import ConfigError
 
 
 class _Section(BaseModel):

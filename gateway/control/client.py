@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gateway.errors import ControlError, DaemonNotRunningError
 from storage.errors import GatewayError
 
 __all__ = [
@@ -44,27 +45,6 @@ _DEFAULT_TIMEOUT = 60.0
 
 def socket_path(home: Path) -> Path:
     return Path(home) / SOCKET_NAME
-
-
-class DaemonNotRunningError(GatewayError):
-    """No daemon listens on the control socket of this HERMES_HOME."""
-
-    def __init__(self, home: Path, detail: str | None = None) -> None:
-        self.home = Path(home)
-        why = f" ({detail})" if detail else ""
-        super().__init__(
-            f"The hermes-gateway daemon is not running for {self.home}{why}. "
-            f"Start it with `hermes-gateway run --home {self.home}` "
-            "(or `systemctl --user start hermes-gateway` if it is installed as a service)."
-        )
-
-
-class ControlError(GatewayError):
-    """The daemon refused or failed a request; ``error_type`` names the daemon-side error."""
-
-    def __init__(self, message: str, error_type: str = "Error") -> None:
-        self.error_type = error_type
-        super().__init__(message)
 
 
 async def _connect(home: Path) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -40,11 +40,12 @@ import structlog
 
 from adapters.base import Disposition, InboundMessage
 from adapters.cli import ChatGoneError, CliAdapter
-from gateway.config.models import ConfigError
 from gateway.control.client import MAX_REQUEST_BYTES, socket_path
+from gateway.errors import ConfigError, RequestError
 from gateway.logs import redact
 from gateway.routing.services import Services
 from gateway.routing.session_key import build_session_key
+from gateway.status import status_snapshot
 from storage import _queries as queries
 from storage.errors import GatewayError, SessionNotFoundError
 
@@ -57,10 +58,6 @@ _MAX_SOCKET_PATH = 107
 _WRITE_TIMEOUT = 30.0
 _RECAP_MESSAGES = 6
 _RECAP_CHARS = 300
-
-
-class RequestError(GatewayError):
-    """The request itself is wrong (missing or mistyped parameter, wrong state)."""
 
 
 class AdapterStateView(Protocol):
@@ -79,8 +76,6 @@ class GatewayView(Protocol):
 
 def gateway_status(gateway: GatewayView) -> dict[str, Any]:
     # The very snapshot gateway.state.json holds: `hermes-gateway status` reads alike from either source.
-    from gateway.http.health import status_snapshot
-
     return status_snapshot(gateway)
 
 

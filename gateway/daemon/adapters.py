@@ -10,8 +10,9 @@ from adapters.cli import CliAdapter
 from adapters.discord import DiscordAdapter
 from adapters.slack import SlackAdapter
 from adapters.telegram import TelegramAdapter
-from gateway.config.models import ConfigError, LoadedConfig
+from gateway.config.models import LoadedConfig
 from gateway.daemon.settings import discord_settings, slack_settings, telegram_settings
+from gateway.errors import ConfigError
 
 
 def _is_loopback(host: str) -> bool:

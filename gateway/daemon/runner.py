@@ -21,16 +21,18 @@ from aiohttp import web
 
 from adapters.base import Adapter, FatalAdapterError
 from core.llm import ModelClient
-from gateway.config.models import ConfigError, LoadedConfig
+from gateway.config.models import LoadedConfig
 from gateway.control.server import ControlServer
 from gateway.daemon.adapters import build_adapters, secrets_of
 from gateway.daemon.agents import DefaultAgents
 from gateway.daemon.build import Runtime, build_runtime, default_agent_maker
+from gateway.daemon.publisher import StatePublisher
 from gateway.daemon.sdnotify import SdNotifier
 from gateway.daemon.settings import model_settings, writer_settings
 from gateway.daemon.shutdown import disconnect_all
 from gateway.daemon.transport import AiohttpTransport
-from gateway.http.health import StatePublisher, add_health_routes
+from gateway.errors import ConfigError
+from gateway.http import add_health_routes
 from gateway.logs import register_secrets
 from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.router import Router

@@ -8,7 +8,8 @@ from adapters.telegram import TelegramSettings
 from core import AgentSettings
 from core.llm import ModelSettings
 from core.tools import ToolsetPolicy
-from gateway.config.models import ConfigError, DiscordConfig, LoadedConfig, SlackConfig, TelegramConfig
+from gateway.config.models import DiscordConfig, LoadedConfig, SlackConfig, TelegramConfig
+from gateway.errors import ConfigError
 from gateway.routing.session_key import SessionKeySettings
 from storage import WriterSettings
 

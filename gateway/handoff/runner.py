@@ -37,13 +37,14 @@ from typing import Protocol
 import structlog
 
 from adapters.base import ChatType, InboundMessage, OutboundMessage, SendKind
+from gateway.errors import HandoffRefusedError
 from gateway.handoff import store as rows
 from gateway.logs import redact
 from gateway.routing.home_channels import HomeChannel
 from gateway.routing.services import Services
 from gateway.routing.session_index import PriorBinding
 from gateway.routing.session_key import build_session_key
-from storage.errors import GatewayError, InvalidTitleError, TitleConflictError
+from storage.errors import InvalidTitleError, TitleConflictError
 
 __all__ = ["HANDOFF_DONE_PREFIX", "HandoffRefusedError", "HandoffRunner", "TurnRunner"]
 
@@ -63,10 +64,6 @@ class TurnRunner(Protocol):
 
     def __call__(self, msg: InboundMessage, key: str, text: str, *,
                  prepare: Callable[[], Awaitable[None]] | None = None) -> Awaitable[bool]: ...
-
-
-class HandoffRefusedError(GatewayError):
-    """/handoff cannot start; the message says why and what to do."""
 
 
 @dataclass(frozen=True)

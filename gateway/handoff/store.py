@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from storage.errors import GatewayError
+from gateway.errors import HandoffInFlightError
 
 ERROR_MAX_CHARS = 500
 
@@ -36,14 +36,6 @@ class HandoffRow:
     target_chat_id: str | None
     target_thread_id: str | None
     target_key: str | None
-
-
-class HandoffInFlightError(GatewayError):
-    """The session already has a pending or claimed handoff."""
-
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        super().__init__("This session is already being handed off; wait for that to finish, then try again.")
 
 
 def insert_pending(conn: sqlite3.Connection, *, session_id: str, source_key: str, source_platform: str,

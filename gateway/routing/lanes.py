@@ -17,6 +17,8 @@ from typing import Any
 
 import structlog
 
+from gateway.errors import LaneFullError, LanesClosedError
+
 log = structlog.get_logger("hermes.lanes")
 
 Job = Callable[[], Coroutine[Any, Any, None]]
@@ -35,14 +37,6 @@ class _Lane:
     worker: asyncio.Task[None] | None = None
     current: asyncio.Task[None] | None = None
     acked_burst: bool = False  # one "queued" notice per burst of messages
-
-
-class LaneFullError(Exception):
-    """Too many messages already wait in this conversation."""
-
-
-class LanesClosedError(Exception):
-    """The gateway is shutting down and takes no new work."""
 
 
 class Lanes:

@@ -14,14 +14,14 @@ from typing import Literal
 import structlog
 
 from adapters.base import Disposition, InboundMessage, OutboundMessage, SendKind
+from gateway.errors import GatewayError, LaneFullError, LanesClosedError, describe
 from gateway.logs import redact
 from gateway.routing.auth import Authorizer
 from gateway.routing.commands import CommandContext, CommandRegistry, parse_command
-from gateway.routing.lanes import Job, LaneFullError, LanesClosedError
+from gateway.routing.lanes import Job
 from gateway.routing.services import Handoffs, Services
 from gateway.routing.session_key import build_session_key
 from gateway.routing.turns import Turns
-from storage.errors import GatewayError
 
 log = structlog.get_logger("hermes.router")
 
@@ -177,10 +177,10 @@ class Router:
     async def _run_command(self, ctx: CommandContext, handler: Callable[[CommandContext], Awaitable[str | None]]) -> None:
         try:
             reply = await handler(ctx)
-        except GatewayError as exc:
-            reply = f"⚠️ {exc}"
         except asyncio.CancelledError:
             raise
+        except GatewayError as exc:
+            reply = describe(exc).reply
         except Exception as exc:
             log.exception("router.command_failed")
             reply = f"Sorry, that command failed ({type(exc).__name__})."

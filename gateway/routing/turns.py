@@ -17,13 +17,11 @@ import structlog
 
 from adapters.base import InboundMessage, OutboundMessage, SendKind
 from core.agent import Agent, TurnRequest
-from core.errors import ModelNotConfiguredError
+from gateway.errors import GatewayError, LanesClosedError, ModelNotConfiguredError, describe
 from gateway.logs import redact
 from gateway.routing.delivery import record_reply
-from gateway.routing.lanes import LanesClosedError
 from gateway.routing.services import Services
 from gateway.routing.session_key import is_shared_session
-from storage.errors import GatewayError
 
 log = structlog.get_logger("hermes.router")
 
@@ -150,22 +148,18 @@ class Turns:
             try:
                 result = await self._make_agent(services, request).run_turn(request)
                 reply = result.text
-            except ModelNotConfiguredError as exc:
-                reply, kind = str(exc), SendKind.NOTICE
-            except GatewayError as exc:
-                log.warning("router.turn_error", error_type=type(exc).__name__, error=str(exc))
-                reply, kind = f"⚠️ {exc}", SendKind.NOTICE
             except asyncio.CancelledError:
                 if outbox is not None and outbox.id is not None:  # stopped after the answer was stored
                     await asyncio.shield(services.delivery.withdraw(outbox.id, "the turn was stopped"))
                 raise
             except Exception as exc:
-                log.exception("router.turn_crashed")
-                reply, kind = (
-                    f"Sorry, something went wrong ({type(exc).__name__}). "
-                    "Try again, or send /reset to start a fresh session.",
-                    SendKind.NOTICE,
-                )
+                if isinstance(exc, ModelNotConfiguredError):
+                    pass  # said once at start-up; each reply says it again
+                elif isinstance(exc, GatewayError):
+                    log.warning("router.turn_error", error_type=type(exc).__name__, error=str(exc))
+                else:
+                    log.exception("router.turn_crashed")
+                reply, kind = describe(exc).reply, SendKind.NOTICE
             finally:
                 typing.cancel()
                 services.metrics.turn_seconds.observe(time.perf_counter() - started)

@@ -25,8 +25,9 @@ import pytest
 from adapters._split import join_chunks
 from adapters.base import AdapterError, OutboundMessage
 from adapters.discord import DiscordAdapter
-from gateway.config.models import ConfigError, load_config
+from gateway.config.models import load_config
 from gateway.daemon.runner import Gateway
+from gateway.errors import ConfigError
 from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config

@@ -23,9 +23,10 @@ import pytest
 from adapters._split import join_chunks
 from adapters.base import OutboundMessage
 from adapters.slack import SlackAdapter
-from gateway.config.models import ConfigError, load_config
+from gateway.config.models import load_config
 from gateway.daemon.runner import Gateway
 from gateway.daemon.settings import slack_settings
+from gateway.errors import ConfigError
 from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config

@@ -551,6 +551,7 @@ def test_relative_times_and_sizes() -> None:
 async def test_admin_functions_in_process(home: Path) -> None:
     """What the daemon's control server calls: plain JSON-able dicts back, our errors raised."""
     from gateway.cli import sessions_admin
+    from gateway.errors import InvalidPruneAgeError
     from storage import AmbiguousSessionError, SessionNotFoundError, TitleConflictError
 
     async with StateStore(home / "state.db") as store:
@@ -568,5 +569,5 @@ async def test_admin_functions_in_process(home: Path) -> None:
         pruned = await sessions_admin.prune(store, 100, None)
         assert pruned == {"deleted": 2, "older_than_days": 100.0, "source": None}
         json.dumps([renamed, deleted, pruned])
-        with pytest.raises(sessions_admin.InvalidPruneAgeError):
+        with pytest.raises(InvalidPruneAgeError):
             await sessions_admin.prune(store, float("nan"), None)

@@ -14,7 +14,8 @@ import pytest
 import yaml
 from pydantic import SecretStr
 
-from gateway.config.models import ConfigError, LoadedConfig, Settings, load_config, parse_dotenv
+from gateway.config.models import LoadedConfig, Settings, load_config, parse_dotenv
+from gateway.errors import ConfigError
 
 SECRET_MODEL_KEY = "sk-model-0123456789abcdef"
 SECRET_API_KEY = "api-server-key-fedcba987654"

@@ -15,14 +15,8 @@ from typing import Any
 import pytest
 
 from adapters.cli import CliAdapter
-from gateway.config.models import ConfigError
-from gateway.control.client import (
-    ChatConnection,
-    ControlError,
-    DaemonNotRunningError,
-    call,
-    socket_path,
-)
+from gateway.control.client import ChatConnection, call, socket_path
+from gateway.errors import ConfigError, ControlError, DaemonNotRunningError
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import run_gateway
 

@@ -35,8 +35,8 @@ from adapters.base import (
 from gateway.config.models import load_config
 from gateway.daemon.runner import Gateway
 from gateway.daemon.shutdown import disconnect_all
-from gateway.http.health import read_state_file
 from gateway.routing.services import Services
+from gateway.status import read_state_file
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway._chat_adapter import ChatAdapter
 from tests.gateway.conftest import free_port, write_config

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from gateway.errors import HandoffInFlightError
 from gateway.handoff import store as rows
-from gateway.handoff.store import HandoffInFlightError
 from storage import GatewayError, StateStore, StorageError
 
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from gateway.routing.lanes import LaneFullError, Lanes, LanesClosedError
+from gateway.errors import LaneFullError, LanesClosedError
+from gateway.routing.lanes import Lanes
 
 TIMEOUT = 5.0
 
