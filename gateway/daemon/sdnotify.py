@@ -87,8 +87,3 @@ class SdNotifier:
         while True:
             self.notify(WATCHDOG=1)
             await asyncio.sleep(interval)
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
