@@ -5,7 +5,7 @@
 """
 
 from ._settings import AgentSettings
-from .agent import Agent, AnswerOp, HermesAgent, MinimalAgent, TurnRequest, TurnResult
+from .agent import Agent, AnswerOp, HermesAgent, TurnRequest, TurnResult
 from .compression import estimate_tokens
 from .errors import (
     CompressionError,
@@ -38,7 +38,6 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryUpdate",
-    "MinimalAgent",
     "ModelAuthError",
     "ModelClient",
     "ModelContextLengthError",
