@@ -10,18 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from ._background import BackgroundTasks
 from ._loop import FinalOp, LoopResult, ToolLoop, repair_history
+from ._settings import AgentSettings
+from .compression import CompressOutcome
 from .errors import CompressionError, ModelContextLengthError, ModelError, ModelNotConfiguredError
 from .learning import CounterUpdate
+from .llm import ModelClient
+from .tools import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
-    from .runtime import AgentRuntime
+    from storage import StateStore
 
 log = structlog.get_logger("hermes.agent")
 
@@ -76,6 +81,37 @@ class Agent(Protocol):
     async def run_turn(self, request: TurnRequest) -> TurnResult: ...
 
 
+class AgentHost(Protocol):
+    """What an agent uses of the runtime it runs in; ``AgentRuntime`` is the one implementation.
+
+    Declared here rather than imported so that the dependency points one way:
+    the runtime builds agents, and an agent never imports the runtime.
+    """
+
+    store: StateStore
+    client: ModelClient
+    settings: AgentSettings
+    background: BackgroundTasks
+
+    def tools_for(self, platform: str) -> ToolRegistry: ...
+
+    def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
+                     session_key: str | None = None) -> ToolContext: ...
+
+    async def build_prompt(self, platform: str, chat_type: str, *, shared: bool = False,
+                           user_name: str | None = None) -> str: ...
+
+    def needs_compression(self, system: str, conversation: Sequence[dict[str, Any]]) -> bool: ...
+
+    async def compress(self, session_key: str, session_id: str, *,
+                       platform: str | None = None, chat_type: str | None = None) -> CompressOutcome: ...
+
+    async def review(self, session_id: str, platform: str, session_key: str, system: str,
+                     snapshot: Sequence[dict[str, Any]], *, memory: bool, skills: bool) -> set[str]: ...
+
+    async def title(self, session_id: str, user_text: str, reply_text: str) -> None: ...
+
+
 NOT_CONFIGURED_REPLY = (
     "No AI model is configured yet. Set model.base_url and model.default in "
     "$HERMES_HOME/config.yaml (or HERMES_MODEL_BASE_URL and HERMES_MODEL) and restart the gateway."
@@ -89,7 +125,7 @@ class HermesAgent:
     conversation it reads from state.db at the start of ``run_turn``.
     """
 
-    def __init__(self, runtime: AgentRuntime, *, nudges: bool = True) -> None:
+    def __init__(self, runtime: AgentHost, *, nudges: bool = True) -> None:
         self._rt = runtime
         self._nudges = nudges
 

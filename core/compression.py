@@ -166,6 +166,14 @@ class SplitResult:
     kept: int
 
 
+@dataclass(frozen=True)
+class CompressOutcome:
+    """What ``/compress`` (or the agent's own compression) did: the reply to show, and the split if any."""
+
+    reply: str
+    split: SplitResult | None = None
+
+
 def split_session_op(
     old_id: str,
     plan: Plan,
