@@ -26,11 +26,11 @@ lint: $(DEVSTAMP)
 	$(BIN)/ruff check .
 
 typecheck: $(DEVSTAMP)
-	$(BIN)/mypy storage gateway
+	$(BIN)/mypy storage core gateway adapters
 
 test: $(DEVSTAMP)
 	$(BIN)/ruff check .
-	$(BIN)/mypy storage gateway
+	$(BIN)/mypy storage core gateway adapters
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: $(DEVSTAMP)

@@ -5,8 +5,8 @@
 """
 
 from ._settings import AgentSettings
-from .agent import Agent, AnswerOp, HermesAgent, MinimalAgent, TurnRequest, TurnResult
-from .compression import estimate_tokens
+from .agent import Agent, AgentHost, AnswerOp, HermesAgent, TurnRequest, TurnResult
+from .compression import CompressOutcome, estimate_tokens
 from .errors import (
     CompressionError,
     ModelAuthError,
@@ -21,11 +21,12 @@ from .errors import (
 from .llm import ChatResult, ModelClient, ModelSettings, Usage
 from .memory import MemoryLimitError, MemorySnapshot, MemoryStore, MemoryStoreError, MemoryUpdate
 from .prompt import apply_prompt_caching, build_system_prompt
-from .runtime import AgentRuntime, CompressOutcome
+from .runtime import AgentRuntime
 from .skills import SkillError, SkillMeta, SkillNotFoundError, SkillStore
 
 __all__ = [
     "Agent",
+    "AgentHost",
     "AgentRuntime",
     "AgentSettings",
     "AnswerOp",
@@ -38,7 +39,6 @@ __all__ = [
     "MemoryStore",
     "MemoryStoreError",
     "MemoryUpdate",
-    "MinimalAgent",
     "ModelAuthError",
     "ModelClient",
     "ModelContextLengthError",

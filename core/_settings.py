@@ -1,9 +1,10 @@
-"""``agent.*`` and ``model.context_length`` from config.yaml, as the core sees them."""
+"""The core's settings: ``model.*`` (the model client) and ``agent.*`` from config.yaml."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from urllib.parse import urlsplit, urlunsplit
 
 from .tools import ToolsetPolicy
 
@@ -47,3 +48,57 @@ class AgentSettings:
     def compression_at(self) -> int:
         """The estimated prompt size (tokens) at which a session is compressed."""
         return int(self.context_length * self.compression_threshold)
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """``model.*`` in config.yaml. Timeouts and backoff are in seconds."""
+
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    model: str | None = None
+    auxiliary_model: str | None = None
+    timeout: float = 120.0
+    connect_timeout: float = 10.0
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_max: float = 20.0
+    #: the longest Retry-After the client waits out; a longer one fails the call at once
+    max_retry_after: float = 90.0
+
+    def __post_init__(self) -> None:
+        if not self.timeout > 0 or not self.connect_timeout > 0:
+            raise ValueError("model.timeout and model.connect_timeout must be greater than 0")
+        if self.max_retries < 0:
+            raise ValueError("model.max_retries must be 0 or more")
+        if self.backoff_base < 0 or self.backoff_max < 0:
+            raise ValueError("model.backoff_base and model.backoff_max must be 0 or more")
+        if self.max_retry_after < 0:
+            raise ValueError("model.max_retry_after must be 0 or more")
+
+    @property
+    def configured(self) -> bool:
+        """True when there is an endpoint and a default model to send to it."""
+        return bool(self.base_url and self.model)
+
+    def __repr__(self) -> str:
+        # Says whether a key is set (useful when debugging config) without showing it.
+        shown = []
+        for f in fields(self):
+            if f.name == "api_key":
+                shown.append(f"api_key={'<set>' if self.api_key else None}")
+            elif f.name == "base_url" and self.base_url:
+                shown.append(f"base_url={display_url(self.base_url)!r}")
+            else:
+                shown.append(f"{f.name}={getattr(self, f.name)!r}")
+        return f"ModelSettings({', '.join(shown)})"
+
+
+def display_url(url: str) -> str:
+    """``url`` without credentials or query string (both may hold secrets), for messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "(invalid URL)"
+    netloc = parts.netloc.rpartition("@")[2]
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))

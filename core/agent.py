@@ -1,4 +1,4 @@
-"""The agent interface, the full agent (tools, compression, learning loop) and the minimal one.
+"""The agent interface and the agent itself (tools, compression, learning loop).
 
 An agent is created fresh for every message from the session id alone: the
 stored system prompt and the history come from state.db, and every message
@@ -10,39 +10,25 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from ._background import BackgroundTasks
 from ._loop import FinalOp, LoopResult, ToolLoop, repair_history
+from ._settings import AgentSettings
+from .compression import CompressOutcome
 from .errors import CompressionError, ModelContextLengthError, ModelError, ModelNotConfiguredError
 from .learning import CounterUpdate
 from .llm import ModelClient
-from .prompt import PromptContext, build_system_prompt
+from .tools import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
-    from .runtime import AgentRuntime
+    from storage import StateStore
 
 log = structlog.get_logger("hermes.agent")
-
-
-class TranscriptStore(Protocol):
-    """The narrow slice of storage the agent may use."""
-
-    async def load_conversation(self, session_id: str) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]: ...
-
-    async def persist_message(
-        self,
-        session_id: str,
-        message: Mapping[str, Any],
-        *,
-        usage: Mapping[str, Any] | None = None,
-        also: Callable[[sqlite3.Connection], None] | None = None,
-    ) -> int | None: ...
-
-    async def update_system_prompt(self, session_id: str, system_prompt: str) -> None: ...
 
 
 #: (connection, session id, the answer's text): bookkeeping of the caller's that commits in the
@@ -95,7 +81,36 @@ class Agent(Protocol):
     async def run_turn(self, request: TurnRequest) -> TurnResult: ...
 
 
-AgentFactory = Callable[[TurnRequest], Agent]
+class AgentHost(Protocol):
+    """What an agent uses of the runtime it runs in; ``AgentRuntime`` is the one implementation.
+
+    Declared here rather than imported so that the dependency points one way:
+    the runtime builds agents, and an agent never imports the runtime.
+    """
+
+    store: StateStore
+    client: ModelClient
+    settings: AgentSettings
+    background: BackgroundTasks
+
+    def tools_for(self, platform: str) -> ToolRegistry: ...
+
+    def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
+                     session_key: str | None = None) -> ToolContext: ...
+
+    async def build_prompt(self, platform: str, chat_type: str, *, shared: bool = False,
+                           user_name: str | None = None) -> str: ...
+
+    def needs_compression(self, system: str, conversation: Sequence[dict[str, Any]]) -> bool: ...
+
+    async def compress(self, session_key: str, session_id: str, *,
+                       platform: str | None = None, chat_type: str | None = None) -> CompressOutcome: ...
+
+    async def review(self, session_id: str, platform: str, session_key: str, system: str,
+                     snapshot: Sequence[dict[str, Any]], *, memory: bool, skills: bool) -> set[str]: ...
+
+    async def title(self, session_id: str, user_text: str, reply_text: str) -> None: ...
+
 
 NOT_CONFIGURED_REPLY = (
     "No AI model is configured yet. Set model.base_url and model.default in "
@@ -110,7 +125,7 @@ class HermesAgent:
     conversation it reads from state.db at the start of ``run_turn``.
     """
 
-    def __init__(self, runtime: AgentRuntime, *, nudges: bool = True) -> None:
+    def __init__(self, runtime: AgentHost, *, nudges: bool = True) -> None:
         self._rt = runtime
         self._nudges = nudges
 
@@ -226,51 +241,3 @@ class HermesAgent:
         titled = bool(session and session.get("title"))
         if rt.settings.auto_title and first_exchange and not titled and not result.exhausted:
             rt.background.spawn(rt.title(session_id, request.text, result.text), name=f"title:{session_id}")
-
-
-class MinimalAgent:
-    """One model call per turn. The full agent (tools, memory) replaces it later."""
-
-    def __init__(self, store: TranscriptStore, client: ModelClient) -> None:
-        self._store = store
-        self._client = client
-
-    async def _system_prompt(self, request: TurnRequest, session: dict[str, Any] | None) -> str:
-        stored = session.get("system_prompt") if session else None
-        if stored:
-            return str(stored)
-        prompt = build_system_prompt(
-            PromptContext(request.platform, request.chat_type, request.shared_session, request.user_name)
-        )
-        await self._store.update_system_prompt(request.session_id, prompt)
-        return prompt
-
-    async def run_turn(self, request: TurnRequest) -> TurnResult:
-        session, history = await self._store.load_conversation(request.session_id)
-        system = await self._system_prompt(request, session)
-        user_msg = {"role": "user", "content": request.text}
-        ids: list[int] = []
-        user_id = await self._store.persist_message(request.session_id, user_msg, also=request.on_question)
-        if user_id is not None:
-            ids.append(user_id)
-        if not self._client.settings.configured:
-            # The user's words are kept; the missing model is not a conversation turn.
-            raise ModelNotConfiguredError(NOT_CONFIGURED_REPLY)
-        result = await self._client.chat([{"role": "system", "content": system}, *history, user_msg])
-        message = dict(result.message)
-        message.setdefault("role", "assistant")
-        if result.finish_reason:
-            message["finish_reason"] = result.finish_reason
-        if result.usage.output_tokens:
-            message["token_count"] = result.usage.output_tokens
-        text = message.get("content") or ""
-        answer = (text if isinstance(text, str) else str(text)) or "(no response)"
-        on_answer = request.on_answer
-        # The answer, what it cost and the caller's bookkeeping commit together.
-        row = await self._store.persist_message(
-            request.session_id, message, usage=result.usage.session_columns(),
-            also=(lambda conn: on_answer(conn, request.session_id, answer)) if on_answer is not None else None,
-        )
-        if row is not None:
-            ids.append(row)
-        return TurnResult(text=answer, message_ids=ids, model=result.model)

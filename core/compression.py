@@ -25,8 +25,7 @@ from typing import Any
 
 import structlog
 
-from storage import _ops as ops
-from storage import new_session_id
+from storage import new_session_id, ops
 
 from .errors import CompressionError
 from .llm import ModelClient, Usage
@@ -164,6 +163,14 @@ class SplitResult:
     title: str | None
     summarised: int
     kept: int
+
+
+@dataclass(frozen=True)
+class CompressOutcome:
+    """What ``/compress`` (or the agent's own compression) did: the reply to show, and the split if any."""
+
+    reply: str
+    split: SplitResult | None = None
 
 
 def split_session_op(

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +21,9 @@ from storage.errors import SessionNotFoundError
 from ._background import BackgroundTasks
 from ._loop import ToolLoop, repair_history
 from ._settings import AgentSettings
+from .agent import HermesAgent, TurnRequest
 from .compression import (
+    CompressOutcome,
     RebindOp,
     SplitResult,
     estimate_tokens,
@@ -42,8 +43,6 @@ from .tools import ToolContext, ToolRegistry, builtin_registry
 if TYPE_CHECKING:
     from storage import StateStore
 
-    from .agent import HermesAgent, TurnRequest
-
 log = structlog.get_logger("hermes.agent")
 
 FLUSH_PROMPT = (
@@ -53,12 +52,6 @@ FLUSH_PROMPT = (
 )
 FLUSH_MAX_ITERATIONS = 3
 REVIEW_TOOLS = ("memory", "skills_list", "skill_view", "skill_manage")
-
-
-@dataclass(frozen=True)
-class CompressOutcome:
-    reply: str
-    split: SplitResult | None = None
 
 
 def _snapshot_sections(home: Path) -> tuple[str, str, list[SkillEntry]]:
@@ -114,8 +107,6 @@ class AgentRuntime:
         return self.registry.for_platform(self.settings.policy(platform))
 
     def agent(self, request: TurnRequest, *, nudges: bool = True) -> HermesAgent:
-        from .agent import HermesAgent
-
         return HermesAgent(self, nudges=nudges)
 
     def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,

@@ -1,9 +1,11 @@
 """state.db: the reference schema v11 behind one writer task.
 
 Public surface: ``StateStore`` (the async door), ``Writer`` and its settings,
-the schema version, id and title helpers, and the exception tree.
+``ops`` (the write operations a caller composes into one ``StateStore.write``
+transaction), the schema version, id and title helpers, and the exception tree.
 """
 
+from . import _ops as ops
 from ._lock import WriterLock, lock_path_for, read_holder_pid
 from ._migrate import MigrationReport, check_sqlite_features
 from ._schema import REFERENCE_VERSION, latest_version
@@ -51,6 +53,7 @@ __all__ = [
     "latest_version",
     "lock_path_for",
     "new_session_id",
+    "ops",
     "read_holder_pid",
     "sanitize_fts5_query",
     "split_lineage_title",
