@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from storage.errors import GatewayError
+
 
 class ChatType(StrEnum):
     DM = "dm"
@@ -102,12 +104,17 @@ class ChatInfo:
 MessageHandler = Callable[[InboundMessage], Awaitable[Disposition]]
 
 
-class AdapterError(Exception):
-    """An adapter failed in a way the runner should know about."""
+class AdapterError(GatewayError):
+    """A platform, or the connection to it, failed; the root of every adapter's errors.
+
+    Raised out of ``connect`` it makes the runner restart the adapter; out of
+    ``send`` it makes the delivery ledger record the reply as failed, with this
+    message as the reason.
+    """
 
 
 class FatalAdapterError(AdapterError):
-    """Retrying cannot help (bad token, missing intent): do not restart."""
+    """Retrying cannot help (bad token, missing intent): the runner does not restart the adapter."""
 
 
 class Adapter(abc.ABC):

@@ -104,12 +104,16 @@ TOPIC_NAME_MAX = 128
 MIN_POLL_PAUSE = 0.01
 
 
+# Internal signals of the poll loop, not errors: ``_fetch`` raises them and ``_poll`` catches
+# them at once; they never leave this module, so they stay outside the GatewayError tree.
+
+
 class _Stalled(Exception):
-    pass
+    """getUpdates gave no answer within the watchdog bound (internal to the poll loop)."""
 
 
 class _Stopped(Exception):
-    pass
+    """The adapter is stopping while getUpdates waits (internal to the poll loop)."""
 
 
 class _Bot(Bot):
