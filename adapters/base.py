@@ -12,7 +12,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
 
 from storage.errors import GatewayError
 
@@ -115,6 +115,27 @@ class AdapterError(GatewayError):
 
 class FatalAdapterError(AdapterError):
     """Retrying cannot help (bad token, missing intent): the runner does not restart the adapter."""
+
+
+class AdapterStateView(Protocol):
+    """What the gateway's supervisor reports about one adapter, as health, status and metrics read it.
+
+    ``state`` is one of "starting", "connected", "restarting", "failed", "stopped";
+    ``restarts`` counts the reconnects after a failure; ``last_error`` is the
+    failure's message (None until one happened).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def restarts(self) -> int: ...
+
+    @property
+    def last_error(self) -> str | None: ...
 
 
 class Adapter(abc.ABC):

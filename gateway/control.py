@@ -64,12 +64,6 @@ class RequestError(GatewayError):
     """The request itself is wrong (missing or mistyped parameter, wrong state)."""
 
 
-class AdapterStateView(Protocol):
-    state: str
-    restarts: int
-    last_error: str | None
-
-
 class GatewayView(Protocol):
     """What ``status`` reads from the daemon (``gateway.runner.Gateway``)."""
 

@@ -38,6 +38,8 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
+from adapters.base import AdapterStateView
+
 from ._sdnotify import SdNotifier
 from .config import LoadedConfig
 from .logs import redact
@@ -69,13 +71,6 @@ CHANGE_POLL = 0.5
 READINESS_STATES = ("starting", "live", "degraded", "failed")
 
 
-class AdapterStateLike(Protocol):
-    name: str
-    state: str
-    restarts: int
-    last_error: str | None
-
-
 class SnapshotSource(Protocol):
     """What a status snapshot needs (the control socket's view of the ``Gateway`` is no more than this)."""
 
@@ -103,7 +98,7 @@ class AdapterReadiness:
         return {"state": self.state, "reason": redact(self.reason) if self.reason else None}
 
 
-def adapter_readiness(supervised: AdapterStateLike, adapter: object | None) -> AdapterReadiness:
+def adapter_readiness(supervised: AdapterStateView, adapter: object | None) -> AdapterReadiness:
     """One adapter's readiness from the runner's view and the adapter's own, if it has one."""
     if supervised.state == "failed":
         return AdapterReadiness("failed", supervised.last_error or "the adapter gave up")
@@ -244,7 +239,7 @@ def add_health_routes(app: web.Application, src: HealthSource) -> None:
 # ----------------------------------------------------------------- state file
 
 
-def _last_error(states: Mapping[str, AdapterStateLike]) -> str | None:
+def _last_error(states: Mapping[str, AdapterStateView]) -> str | None:
     errors = [f"{name}: {redact(st.last_error)}" for name, st in sorted(states.items()) if st.last_error]
     return errors[-1] if errors else None
 
