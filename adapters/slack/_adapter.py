@@ -56,6 +56,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetryHandler
+from slack_sdk.signature import SignatureVerifier
 from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
@@ -86,7 +87,6 @@ from ._inbound import (
 )
 from ._mrkdwn import mrkdwn_budget, to_mrkdwn
 from ._settings import SlackSettings
-from ._signing import signature_valid
 
 __all__ = ["SlackAdapter"]
 
@@ -136,6 +136,23 @@ class _SocketHandler(AsyncSocketModeHandler):
         await send_async_response(client, req, response, start)
 
 
+def _signed(verifier: SignatureVerifier | None, body: bytes, stamp: str, signature: str) -> bool:
+    """Slack's request signature (v0), checked on the raw body before anything is parsed.
+
+    The SDK refuses a timestamp more than five minutes from now (a captured request
+    cannot be replayed). What it cannot take is refused here first: its ``int()`` would
+    accept " 12" or "+12", its ``compare_digest`` raises on a non-ASCII signature, and it
+    checks only UTF-8 bodies (Slack sends nothing else).
+    """
+    if verifier is None or not (stamp.isascii() and stamp.isdigit()) or not signature.isascii():
+        return False
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return verifier.is_valid(text, stamp, signature)
+
+
 def _api_error(exc: SlackApiError) -> str:
     data = getattr(exc.response, "data", None)
     error = data.get("error") if isinstance(data, dict) else None
@@ -173,6 +190,8 @@ class SlackAdapter(Adapter):
         self._placeholders: dict[tuple[str, str], tuple[asyncio.Task[str | None], asyncio.Event]] = {}
         self._dispatches = ChatOrderedDispatch(PLATFORM, self.dispatch, after=self._after_dispatch)
         self._background: set[asyncio.Task[Any]] = set()
+        secret = settings.signing_secret
+        self._verifier = SignatureVerifier(secret) if secret and secret.strip() else None
 
     # ------------------------------------------------------------------ health
 
@@ -423,7 +442,8 @@ class SlackAdapter(Adapter):
 
     async def _http_events(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        if not signature_valid(self.settings.signing_secret or "", raw, request.headers):
+        if not _signed(self._verifier, raw, request.headers.get("X-Slack-Request-Timestamp", ""),
+                       request.headers.get("X-Slack-Signature", "")):
             log.warning("slack.request_rejected", reason="bad, stale or missing signature", remote=request.remote)
             return web.json_response({"error": "invalid request"}, status=401)
         bolt = self._app
