@@ -12,7 +12,7 @@ from adapters.cli import ChatGoneError
 from storage.errors import GatewayError
 
 #: control-flow signals that never leave their module (each documented there as internal)
-INTERNAL = {"adapters.telegram._adapter._Stalled", "adapters.telegram._adapter._Stopped"}
+INTERNAL = {"adapters.telegram._polling._Stalled", "adapters.telegram._polling._Stopped"}
 
 
 def _exception_classes() -> dict[str, type[BaseException]]:
