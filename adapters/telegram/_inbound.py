@@ -32,7 +32,7 @@ from telegram import Message, MessageEntity, Update
 from .._text import clean_text
 from ..base import AdapterError, ChatType, InboundMessage
 
-__all__ = ["BotIdentity", "MalformedUpdateError", "clean_text", "to_inbound"]
+__all__ = ["PLATFORM", "BotIdentity", "MalformedUpdateError", "to_inbound"]
 
 PLATFORM = "telegram"
 

@@ -9,6 +9,7 @@ import pkgutil
 import adapters
 from adapters.base import AdapterError, FatalAdapterError
 from adapters.cli import ChatGoneError
+from adapters.telegram import MalformedUpdateError
 from storage.errors import GatewayError
 
 #: control-flow signals that never leave their module (each documented there as internal)
@@ -41,6 +42,4 @@ def test_every_adapter_exception_is_a_gateway_error_with_a_docstring() -> None:
 def test_second_bases_that_callers_catch_are_kept() -> None:
     # The control socket catches a gone terminal as a ConnectionError.
     assert issubclass(ChatGoneError, ConnectionError)
-    from adapters.telegram._inbound import MalformedUpdateError
-
     assert issubclass(MalformedUpdateError, ValueError)
