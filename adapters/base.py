@@ -12,7 +12,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Protocol
+
+from storage.errors import GatewayError
 
 
 class ChatType(StrEnum):
@@ -102,12 +104,38 @@ class ChatInfo:
 MessageHandler = Callable[[InboundMessage], Awaitable[Disposition]]
 
 
-class AdapterError(Exception):
-    """An adapter failed in a way the runner should know about."""
+class AdapterError(GatewayError):
+    """A platform, or the connection to it, failed; the root of every adapter's errors.
+
+    Raised out of ``connect`` it makes the runner restart the adapter; out of
+    ``send`` it makes the delivery ledger record the reply as failed, with this
+    message as the reason.
+    """
 
 
 class FatalAdapterError(AdapterError):
-    """Retrying cannot help (bad token, missing intent): do not restart."""
+    """Retrying cannot help (bad token, missing intent): the runner does not restart the adapter."""
+
+
+class AdapterStateView(Protocol):
+    """What the gateway's supervisor reports about one adapter, as health, status and metrics read it.
+
+    ``state`` is one of "starting", "connected", "restarting", "failed", "stopped";
+    ``restarts`` counts the reconnects after a failure; ``last_error`` is the
+    failure's message (None until one happened).
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def state(self) -> str: ...
+
+    @property
+    def restarts(self) -> int: ...
+
+    @property
+    def last_error(self) -> str | None: ...
 
 
 class Adapter(abc.ABC):

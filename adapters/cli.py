@@ -19,7 +19,7 @@ import itertools
 import secrets
 from typing import Protocol
 
-from .base import Adapter, ChatType, Disposition, InboundMessage, OutboundMessage, SendResult
+from .base import Adapter, AdapterError, ChatType, Disposition, InboundMessage, OutboundMessage, SendResult
 
 __all__ = ["ChatGoneError", "ChatSink", "CliAdapter"]
 
@@ -31,8 +31,12 @@ class ChatSink(Protocol):
         """Deliver one event; raises ``ConnectionError`` when the terminal is gone."""
 
 
-class ChatGoneError(ConnectionError):
-    """The terminal that owned this chat has disconnected."""
+class ChatGoneError(AdapterError, ConnectionError):
+    """The terminal that owned this chat has disconnected.
+
+    Also a ``ConnectionError``: the control socket treats it as one of its
+    connection's failures (and ``ChatSink.push_event`` promises that type).
+    """
 
 
 class CliAdapter(Adapter):

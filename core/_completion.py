@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import ModelError
+
 # Reasoning fields that must be kept on the assistant message so they can be replayed.
 _REASONING_KEYS = ("reasoning", "reasoning_content", "reasoning_details")
 
@@ -79,8 +81,9 @@ class ChatResult:
         return list(calls) if isinstance(calls, list) else []
 
 
-class BadCompletion(Exception):
-    """A 2xx body that is JSON but not a usable chat completion."""
+class BadCompletion(ModelError):
+    """A 2xx body that is JSON but not a usable chat completion (the client turns it into a
+    ModelResponseError that names the endpoint; it never leaves ``core``)."""
 
 
 def parse_completion(payload: dict[str, Any]) -> ChatResult:

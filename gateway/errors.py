@@ -59,6 +59,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from adapters.base import AdapterError, FatalAdapterError
+from adapters.cli import ChatGoneError
+from adapters.telegram import MalformedUpdateError
 from core.errors import (
     CompressionError,
     ModelAuthError,
@@ -236,6 +238,7 @@ __all__ = [
     "EX_USAGE",
     "AdapterError",
     "AmbiguousSessionError",
+    "ChatGoneError",
     "CompressionError",
     "ConfigError",
     "ControlError",
@@ -251,6 +254,7 @@ __all__ = [
     "LaneError",
     "LaneFullError",
     "LanesClosedError",
+    "MalformedUpdateError",
     "MemoryLimitError",
     "MemoryStoreError",
     "ModelAuthError",

@@ -33,7 +33,7 @@ import discord
 from .._text import clean_text
 from ..base import ChatType, InboundMessage
 
-__all__ = ["PLATFORM", "ChannelRef", "Classified", "classify_channel", "clean_text", "to_inbound"]
+__all__ = ["PLATFORM", "ChannelRef", "Classified", "classify_channel", "thread_name", "to_inbound"]
 
 PLATFORM = "discord"
 THREAD_NAME_MAX = 100

@@ -34,7 +34,7 @@ from typing import Any
 from .._text import clean_text
 from ..base import ChatType, InboundMessage
 
-__all__ = ["PLATFORM", "BotIdentity", "clean_text", "command_to_inbound", "command_well_formed", "to_inbound", "well_formed"]
+__all__ = ["PLATFORM", "BotIdentity", "command_to_inbound", "command_well_formed", "to_inbound", "well_formed"]
 
 PLATFORM = "slack"
 

@@ -5,6 +5,7 @@ from ``platforms.telegram`` in config.yaml and ``TELEGRAM_*`` environment variab
 """
 
 from ._adapter import TelegramAdapter
+from ._inbound import MalformedUpdateError
 from ._settings import TelegramSettings
 
-__all__ = ["TelegramAdapter", "TelegramSettings"]
+__all__ = ["MalformedUpdateError", "TelegramAdapter", "TelegramSettings"]

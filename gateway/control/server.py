@@ -60,10 +60,6 @@ _RECAP_MESSAGES = 6
 _RECAP_CHARS = 300
 
 
-class AdapterStateView(Protocol):
-    state: str
-    restarts: int
-    last_error: str | None
 
 
 class GatewayView(Protocol):

@@ -16,12 +16,13 @@ import os
 import statistics
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from adapters.base import AdapterStateView
 from gateway.routing.lanes import Lanes
 from storage import StateStore
 
@@ -31,11 +32,6 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: lanes listed one by one in hermes_lane_queue_depth, by rank: the deepest ones
 TOP_LANES = 5
 TURN_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
-
-
-class _AdapterStateLike(Protocol):
-    state: str
-    restarts: int
 
 
 def _lane_depths(lanes: Lanes) -> list[int]:
@@ -67,7 +63,7 @@ class _LiveCollector(Collector):
 
 
 class _Live:
-    def __init__(self, store: StateStore, lanes: Lanes, adapter_states: Mapping[str, _AdapterStateLike],
+    def __init__(self, store: StateStore, lanes: Lanes, adapter_states: Mapping[str, AdapterStateView],
                  adapters: Mapping[str, Any]) -> None:
         self.store = store
         self.lanes = lanes
@@ -160,7 +156,7 @@ class GatewayMetrics:
         self._live: _Live | None = None
         r.register(_LiveCollector(lambda: self._live))
 
-    def attach(self, store: StateStore, lanes: Lanes, adapter_states: Mapping[str, _AdapterStateLike],
+    def attach(self, store: StateStore, lanes: Lanes, adapter_states: Mapping[str, AdapterStateView],
                adapters: Mapping[str, Any]) -> None:
         self._live = _Live(store, lanes, adapter_states, adapters)
         # Every platform's series exists from the start at 0, so rate() and absence alerts work at once.

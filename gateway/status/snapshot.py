@@ -12,18 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from adapters.base import AdapterStateView
 from gateway.logs import redact
 from gateway.routing.services import Services
 
 STATE_FILE = "gateway.state.json"
 READINESS_STATES = ("starting", "live", "degraded", "failed")
-
-
-class AdapterStateLike(Protocol):
-    name: str
-    state: str
-    restarts: int
-    last_error: str | None
 
 
 class SnapshotSource(Protocol):
@@ -43,7 +37,7 @@ class AdapterReadiness:
         return {"state": self.state, "reason": redact(self.reason) if self.reason else None}
 
 
-def adapter_readiness(supervised: AdapterStateLike, adapter: object | None) -> AdapterReadiness:
+def adapter_readiness(supervised: AdapterStateView, adapter: object | None) -> AdapterReadiness:
     """One adapter's readiness from the runner's view and the adapter's own, if it has one."""
     if supervised.state == "failed":
         return AdapterReadiness("failed", supervised.last_error or "the adapter gave up")
@@ -65,7 +59,7 @@ def adapters_readiness(src: SnapshotSource) -> dict[str, AdapterReadiness]:
     return {name: adapter_readiness(st, adapters.get(name)) for name, st in sorted(src.adapter_states.items())}
 
 
-def last_error(states: Mapping[str, AdapterStateLike]) -> str | None:
+def last_error(states: Mapping[str, AdapterStateView]) -> str | None:
     errors = [f"{name}: {redact(st.last_error)}" for name, st in sorted(states.items()) if st.last_error]
     return errors[-1] if errors else None
 

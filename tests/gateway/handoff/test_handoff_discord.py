@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.adapters.test_discord_adapter import WAIT, in_channel, rows, run_discord_gateway
+from tests.adapters.discord.test_adapter import WAIT, in_channel, rows, run_discord_gateway
 from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.adapters.test_slack_adapter import WAIT, rows, run_slack_gateway
+from tests.adapters.slack.test_adapter import WAIT, rows, run_slack_gateway
 from tests.emulators.fake_slack import FakeSlack
 from tests.fakes.openai_server import FakeOpenAI
 

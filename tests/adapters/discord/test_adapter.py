@@ -32,9 +32,9 @@ from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
 
-from .conftest import daemon_config, serve_gateway
+from ..conftest import daemon_config, serve_gateway
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WAIT = 15.0
 
 

@@ -19,7 +19,7 @@ from telegram.error import NetworkError, TimedOut
 from telegram.request import RequestData
 from telegram.request._requestparameter import RequestParameter
 
-from adapters.telegram._adapter import _never_sent
+from adapters.telegram._outbound import _never_sent
 from adapters.telegram._request import AiohttpRequest
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

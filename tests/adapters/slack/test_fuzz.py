@@ -19,7 +19,7 @@ from adapters.slack._inbound import BotIdentity, to_inbound
 from tests.emulators.fake_slack import BOT_USER, FakeSlack
 from tests.fakes.openai_server import FakeOpenAI
 
-from .test_slack_adapter import USER, WAIT, run_slack_gateway
+from .test_adapter import USER, WAIT, run_slack_gateway
 
 _scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=20))
 _json = st.recursive(_scalars, lambda kids: st.one_of(st.lists(kids, max_size=3),

@@ -30,10 +30,10 @@ from gateway.errors import ConfigError
 from tests.emulators.fake_telegram import BotApiError, FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 
-from .conftest import RunningTelegram, run_telegram_gateway
-from .test_telegram_format import unescape
+from ..conftest import RunningTelegram, run_telegram_gateway
+from .test_format import unescape
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WAIT = 15.0
 SECRET = "s3cret-Token_for-the-webhook-0123456789"
 

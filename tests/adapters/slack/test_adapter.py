@@ -6,12 +6,13 @@ scripted model server. Every wait has a timeout; "nothing happened" is proven by
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,13 +28,13 @@ from gateway.config.models import load_config
 from gateway.daemon.runner import Gateway
 from gateway.daemon.settings import slack_settings
 from gateway.errors import ConfigError
-from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack
+from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack, sign
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
 
-from .conftest import daemon_config, serve_gateway
+from ..conftest import daemon_config, serve_gateway
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WAIT = 15.0
 USER = "U0USER001"
 
@@ -187,6 +188,19 @@ async def test_http_mode_bad_signatures_are_401_and_never_dispatched(
         assert await fake.post_event(body("stale"), ts=int(time.time()) - 6 * 60) == 401
         assert await fake.post_event(body("unsigned"), signed=False) == 401
         assert await fake.post_event(body("future"), ts=int(time.time()) + 6 * 60) == 401
+        # Headers the SDK's verifier alone would take ("+12", "1_2") or crash on (a timestamp that is
+        # no number, a non-ASCII signature), and a body that is not UTF-8, each correctly signed.
+        assert fake.events_url is not None
+        now = int(time.time())
+        for stamp in (f"+{now}", f"{now // 1000}_{now % 1000:03d}", "soon", "١٢"):
+            raw = json.dumps(body(f"stamp {stamp!r}")).encode()
+            headers = sign(raw, SIGNING_SECRET, stamp) | {"X-Slack-Request-Timestamp": stamp.encode()}
+            assert await post_raw(gw, fake.events_url, raw, headers) == 401
+        raw = json.dumps(body("non-ascii signature")).encode()
+        headers = sign(raw, SIGNING_SECRET) | {"X-Slack-Signature": "v0=é".encode()}
+        assert await post_raw(gw, fake.events_url, raw, headers) == 401
+        raw = json.dumps(body("latin-1 \xe9"), ensure_ascii=False).encode("latin-1")
+        assert await post_raw(gw, fake.events_url, raw, sign(raw, SIGNING_SECRET)) == 401
         # A signed one after them is the only one answered.
         good = body("the real one")
         assert await fake.post_event(good) == 200
@@ -194,6 +208,11 @@ async def test_http_mode_bad_signatures_are_401_and_never_dispatched(
         assert reply["text"] == "echo: the real one"
         assert len(fake.sent) == 1
     assert turns(gw) == ["the real one"]
+
+
+async def post_raw(gw: RunningSlack, url: str, raw: bytes, headers: Mapping[str, str | bytes]) -> int:
+    resp = await gw.http.post(url, content=raw, headers=dict(headers))
+    return resp.status_code
 
 
 def test_http_mode_without_signing_secret_refuses_to_start(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.cli.test_cli_chat import chat as terminal_chat
 
-from .conftest import RunningTelegram, run_telegram_gateway
+from ..conftest import RunningTelegram, run_telegram_gateway
 
 WAIT = 15.0
 

@@ -11,7 +11,7 @@ from typing import Any
 from tests.emulators.fake_slack import FakeSlack
 from tests.fakes.openai_server import FakeOpenAI
 
-from .test_slack_adapter import USER, WAIT, rows, run_slack_gateway, ts_of
+from .test_adapter import USER, WAIT, rows, run_slack_gateway, ts_of
 
 DM = "D0DM0001"
 CHANNEL = "C0CHAN001"

@@ -10,7 +10,7 @@ from typing import Any
 from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 
-from .test_discord_adapter import WAIT, rows, run_discord_gateway
+from .test_adapter import WAIT, rows, run_discord_gateway
 
 #: Background model calls (titles, reviews) would take the scripted replies.
 QUIET_AGENT = {"agent": {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0}}

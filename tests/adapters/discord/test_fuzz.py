@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 
-from .test_discord_adapter import RunningDiscord, run_discord_gateway
+from .test_adapter import RunningDiscord, run_discord_gateway
 
 FUZZ_EXAMPLES = 60 if os.environ.get("CI") == "true" else 150
 WAIT = 15.0

@@ -1,0 +1,119 @@
+"""Slack events and slash commands to the router, through slack-bolt's ``AsyncApp``.
+
+Bolt acks every event before any work (its default ``process_before_response=False``).
+Bolt is given the bot's identity from the start-up ``auth.test`` (its ``authorize``
+hook), so no Web API call (and no 429 wait of a retry handler) stands between an
+event and its ack; Bolt's own client has no 429 retry handler. Our listener only
+converts the event and schedules its dispatch, per chat in arrival order. Slack
+retries are not deduplicated by Bolt: we drop a repeated ``event_id`` here, and the
+router's persistent dedupe on ``<channel>:<ts>`` absorbs the rest (a redelivery
+minutes later, or the ``message`` + ``app_mention`` pair of one post).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+import structlog
+from slack_bolt.async_app import AsyncApp
+from slack_bolt.authorization import AuthorizeResult
+from slack_sdk.web.async_client import AsyncWebClient
+
+from .._dispatch import ChatOrderedDispatch
+from ..base import Disposition, InboundMessage, MessageHandler
+from ._bounded import Bounded
+from ._inbound import PLATFORM, BotIdentity, command_to_inbound, to_inbound
+from ._settings import SlackSettings
+
+__all__ = ["EventIntake"]
+
+log = structlog.get_logger("hermes.slack")
+
+
+class EventIntake:
+    def __init__(self, settings: SlackSettings, dispatch: MessageHandler, *,
+                 in_bot_thread: Callable[[str, str], bool], accepted: Callable[[InboundMessage], None]) -> None:
+        """``in_bot_thread(channel, thread_ts)``: the bot has posted in that thread;
+        ``accepted(message)``: a turn will answer ``message`` (time for a "thinking" placeholder)."""
+        self._settings = settings
+        self._in_bot_thread = in_bot_thread
+        self._accepted = accepted
+        self._seen_events = Bounded()
+        self._dispatches = ChatOrderedDispatch(PLATFORM, dispatch, after=self._after_dispatch)
+
+    @property
+    def pending(self) -> set[asyncio.Task[None]]:
+        """Messages on their way to the router."""
+        return set(self._dispatches.pending)
+
+    def make_app(self, me: BotIdentity, team_id: str | None, enterprise_id: str | None,
+                 session: aiohttp.ClientSession | None) -> AsyncApp:
+        """Bolt's app for one connection, its listeners feeding this intake."""
+        s = self._settings
+        http = s.mode == "http"
+
+        async def authorize(enterprise_id: str | None, team_id: str | None, user_id: str | None) -> AuthorizeResult:
+            # What Bolt's single-team authorization would build from its own lazy auth.test, from ours.
+            return AuthorizeResult(enterprise_id=known_enterprise or enterprise_id, team_id=known_team or team_id,
+                                   bot_user_id=me.user_id, bot_id=me.bot_id, bot_token=s.bot_token, user_id=user_id)
+
+        known_team, known_enterprise = team_id, enterprise_id
+        # Bolt's client: no token (the authorize result gives each request its own) and not our 429
+        # retry handler, so nothing Bolt does can wait out a Retry-After.
+        bolt_client = AsyncWebClient(base_url=s.api_base_url, timeout=int(s.request_timeout), session=session)
+        app = AsyncApp(
+            client=bolt_client,
+            authorize=authorize,
+            signing_secret=s.signing_secret or "",
+            request_verification_enabled=http,
+            process_before_response=False,
+            logger=logging.getLogger("hermes.slack.bolt"),
+        )
+
+        # Every event type gets this listener: an unmatched one would be a 404, which Slack retries.
+        @app.event(re.compile(".*"))
+        async def on_event(body: dict[str, Any]) -> None:
+            self._take_event(body, me)
+
+        @app.command(re.compile(".*"))
+        async def on_command(ack: Any, body: dict[str, Any]) -> None:
+            await ack()  # the answer comes as a message, like every other answer
+            message = command_to_inbound(body)
+            if message is not None:
+                self._dispatches.schedule(message)
+
+        return app
+
+    def _take_event(self, body: Any, me: BotIdentity) -> None:
+        """Bolt's listener: never waits for the router (the ack has gone already, or goes now)."""
+        if not isinstance(body, dict):
+            return
+        event_id = body.get("event_id")
+        if isinstance(event_id, str) and event_id:
+            if event_id in self._seen_events:
+                log.info("slack.event_duplicate", event_id=event_id)
+                return
+            self._seen_events.add(event_id)
+        try:
+            message = to_inbound(
+                body.get("event"),
+                me,
+                free_response=self._settings.free_response_channels,
+                in_bot_thread=self._in_bot_thread,
+            )
+        except Exception as exc:
+            # Never the payload: it is a user's message.
+            log.warning("slack.event_malformed", event_id=event_id, error=type(exc).__name__)
+            return
+        if message is None:
+            return
+        self._dispatches.schedule(message)
+
+    def _after_dispatch(self, message: InboundMessage, disposition: Disposition) -> None:
+        if disposition is Disposition.ACCEPTED and self._settings.thinking_placeholder:
+            self._accepted(message)

@@ -1,0 +1,58 @@
+"""Raw updates (from getUpdates or the webhook) to the router, one update at a time.
+
+An update that fails to parse is logged (update id and error type, never its
+content: it is a user's message) and dropped; the rest of its batch goes on.
+Messages are handed to the router in arrival order per chat, chats in parallel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+from telegram import Update
+
+from .._dispatch import ChatOrderedDispatch
+from ..base import MessageHandler
+from ._client import BotConnection, TelegramBot
+from ._inbound import PLATFORM, to_inbound
+from ._settings import TelegramSettings
+
+__all__ = ["UpdateIntake"]
+
+log = structlog.get_logger("hermes.telegram")
+
+
+class UpdateIntake:
+    def __init__(self, settings: TelegramSettings, connection: BotConnection, dispatch: MessageHandler,
+                 note_forum: Callable[[str, bool], None]) -> None:
+        """``note_forum(chat_id, is_forum)`` learns from every message whether its chat has topics."""
+        self._settings = settings
+        self._connection = connection
+        self._note_forum = note_forum
+        self._dispatches = ChatOrderedDispatch(PLATFORM, dispatch)
+
+    def take(self, bot: TelegramBot, update_id: int, item: dict[str, Any]) -> asyncio.Task[None] | None:
+        """Parse one update and schedule its dispatch; None when it is malformed or not for us."""
+        me = self._connection.me
+        if me is None:  # pragma: no cover - set by BotConnection.ensure before any intake
+            return None
+        try:
+            update = Update.de_json(item, bot)
+            message = to_inbound(update, me, require_mention=self._settings.require_mention)
+        except Exception as exc:
+            # Never the payload: it is a user's message.
+            log.warning("telegram.update_malformed", update_id=update_id, error=type(exc).__name__)
+            return None
+        if message is None:
+            log.debug("telegram.update_ignored", update_id=update_id, kinds=sorted(k for k in item if k != "update_id"))
+            return None
+        if update.message is not None and isinstance(update.message.chat.is_forum, bool):
+            self._note_forum(message.chat_id, update.message.chat.is_forum)
+        return self._dispatches.schedule(message)
+
+    async def wait(self, bound: float) -> None:
+        """Wait (at most ``bound`` seconds) for what was taken to reach the router."""
+        await self._dispatches.wait(bound)
