@@ -65,6 +65,7 @@ from ..base import (
     SendKind,
     SendResult,
 )
+from ..settings import reveal
 from ._inbound import PLATFORM, ChannelRef, classify_channel, thread_name, to_inbound
 from ._settings import DiscordSettings
 
@@ -249,7 +250,7 @@ class DiscordAdapter(Adapter):
         self._client = client
         watchdog = asyncio.create_task(self._watchdog(client), name="discord:watchdog")
         try:
-            await client.start(self.settings.token, reconnect=True)
+            await client.start(reveal(self.settings.token), reconnect=True)
         except discord.LoginFailure:
             raise self._fatal(TOKEN_MESSAGE.format(detail="401 Unauthorized at login")) from None
         except discord.PrivilegedIntentsRequired:

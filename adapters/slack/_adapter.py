@@ -75,6 +75,7 @@ from ..base import (
     SendKind,
     SendResult,
 )
+from ..settings import reveal
 from ._inbound import (
     PLATFORM,
     BotIdentity,
@@ -190,7 +191,7 @@ class SlackAdapter(Adapter):
             # One pool for every send: a session per call (the SDK default) costs a handshake each.
             self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=128))
         client = AsyncWebClient(
-            token=s.bot_token, base_url=s.api_base_url, timeout=int(s.request_timeout), session=self._session
+            token=reveal(s.bot_token), base_url=s.api_base_url, timeout=int(s.request_timeout), session=self._session
         )
         client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=s.rate_limit_retries))
         return client
@@ -202,7 +203,7 @@ class SlackAdapter(Adapter):
         async def authorize(enterprise_id: str | None, team_id: str | None, user_id: str | None) -> AuthorizeResult:
             # What Bolt's single-team authorization would build from its own lazy auth.test, from ours.
             return AuthorizeResult(enterprise_id=known_enterprise or enterprise_id, team_id=known_team or team_id,
-                                   bot_user_id=me.user_id, bot_id=me.bot_id, bot_token=s.bot_token, user_id=user_id)
+                                   bot_user_id=me.user_id, bot_id=me.bot_id, bot_token=reveal(s.bot_token), user_id=user_id)
 
         known_team, known_enterprise = team_id, enterprise_id
         # Bolt's client: no token (the authorize result gives each request its own) and not our 429
@@ -211,7 +212,7 @@ class SlackAdapter(Adapter):
         app = AsyncApp(
             client=bolt_client,
             authorize=authorize,
-            signing_secret=s.signing_secret or "",
+            signing_secret=reveal(s.signing_secret),
             request_verification_enabled=http,
             process_before_response=False,
             logger=logging.getLogger("hermes.slack.bolt"),
@@ -250,7 +251,7 @@ class SlackAdapter(Adapter):
 
     async def _open_socket_url(self, client: AsyncWebClient) -> str:
         """``apps.connections.open`` with the app token (once: the SDK connects to the URL it gives)."""
-        token = self.settings.app_token
+        token = reveal(self.settings.app_token)
         if not token:
             raise FatalAdapterError(
                 "Slack Socket Mode needs SLACK_APP_TOKEN: an app-level token (xapp-...) with the "
@@ -308,7 +309,7 @@ class SlackAdapter(Adapter):
     async def _serve_socket(self, app: AsyncApp, url: str) -> None:
         s = self.settings
         handler = _SocketHandler(
-            app, app_token=s.app_token, logger=logging.getLogger("hermes.slack.socket"), ping_interval=s.ping_interval
+            app, app_token=reveal(s.app_token), logger=logging.getLogger("hermes.slack.socket"), ping_interval=s.ping_interval
         )
         sm = handler.client
         # One owner of reconnection (the watchdog below); the SDK's own would race it.
@@ -423,7 +424,7 @@ class SlackAdapter(Adapter):
 
     async def _http_events(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        if not signature_valid(self.settings.signing_secret or "", raw, request.headers):
+        if not signature_valid(reveal(self.settings.signing_secret), raw, request.headers):
             log.warning("slack.request_rejected", reason="bad, stale or missing signature", remote=request.remote)
             return web.json_response({"error": "invalid request"}, status=401)
         bolt = self._app

@@ -77,6 +77,7 @@ from ..base import (
     OutboundMessage,
     SendResult,
 )
+from ..settings import reveal
 from ._format import markdown_v2_budget, to_markdown_v2
 from ._inbound import PLATFORM, BotIdentity, clean_text, to_inbound
 from ._request import AiohttpRequest
@@ -257,7 +258,7 @@ class TelegramAdapter(Adapter):
     def _make_bot(self) -> _Bot:
         s = self.settings
         return _Bot(
-            token=s.token,
+            token=reveal(s.token),
             base_url=s.base_url,
             base_file_url=s.base_file_url,
             request=AiohttpRequest(
@@ -503,7 +504,7 @@ class TelegramAdapter(Adapter):
             raise FatalAdapterError("webhook mode needs platforms.telegram.webhook_url and TELEGRAM_WEBHOOK_SECRET")
         await bot.set_webhook(
             url=s.webhook_url,
-            secret_token=s.webhook_secret,
+            secret_token=reveal(s.webhook_secret),
             allowed_updates=ALLOWED_UPDATES,
             drop_pending_updates=False,
         )
@@ -512,9 +513,9 @@ class TelegramAdapter(Adapter):
         await self._stopping.wait()
 
     async def _webhook(self, request: web.Request) -> web.StreamResponse:
-        secret = self.settings.webhook_secret
+        secret = reveal(self.settings.webhook_secret)
         given = request.headers.get(WEBHOOK_SECRET_HEADER)
-        if secret is None or given is None:
+        if not secret or given is None:
             log.warning("telegram.webhook_rejected", reason="missing secret header", remote=request.remote)
             return web.json_response({"ok": False, "error": "missing secret token"}, status=401)
         if not hmac.compare_digest(given.encode("utf-8", "replace"), secret.encode()):

@@ -22,7 +22,7 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
-from gateway.config.models import EX_CONFIG, ConfigError, default_home, load_config
+from gateway.config import EX_CONFIG, ConfigError, default_home, load_config
 from gateway.control.client import ChatConnection, ControlError, DaemonNotRunningError, call
 from storage.errors import GatewayError, StorageLockedError
 

@@ -28,7 +28,7 @@ from typing import Annotated
 import typer
 
 from gateway.cli.systemd_unit import UnitOptions, UnitPathError, exec_start_line, render_unit, stop_timeout
-from gateway.config.models import ConfigError, GatewayConfig, load_config
+from gateway.config import ConfigError, GatewayConfig, load_config
 
 __all__ = ["SYSTEM_UNIT_DIR", "UNIT_NAME", "UnitOptions", "render_unit", "required_stop_timeout", "service_app"]
 

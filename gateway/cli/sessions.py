@@ -27,7 +27,7 @@ import typer
 from rich.cells import cell_len, set_cell_size
 
 from gateway.cli import sessions_admin
-from gateway.config.models import EX_CONFIG, ConfigError, default_home, load_config
+from gateway.config import EX_CONFIG, ConfigError, default_home, load_config
 from gateway.control import client as control_client
 from storage import GatewayError, SessionNotFoundError, StateStore, StorageLockedError
 from storage._queries import iter_export, recent_sessions, resolve_session_id, stats

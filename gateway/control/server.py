@@ -40,7 +40,7 @@ import structlog
 
 from adapters.base import Disposition, InboundMessage
 from adapters.cli import ChatGoneError, CliAdapter
-from gateway.config.models import ConfigError
+from gateway.config import ConfigError
 from gateway.control.client import MAX_REQUEST_BYTES, socket_path
 from gateway.logs import redact
 from gateway.routing.services import Services

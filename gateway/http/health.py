@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import structlog
 from aiohttp import web
 
-from gateway.config.models import LoadedConfig
+from gateway.config import LoadedConfig
 from gateway.daemon.sdnotify import SdNotifier
 from gateway.logs import redact
 from gateway.routing.metrics import CONTENT_TYPE, GatewayMetrics

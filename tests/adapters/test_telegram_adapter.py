@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from adapters._split import join_chunks, utf16_len
 from adapters.base import OutboundMessage
-from gateway.config.models import ConfigError, load_config
+from gateway.config import ConfigError, load_config
 from tests.emulators.fake_telegram import BotApiError, FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from adapters.cli import CliAdapter
-from gateway.config.models import ConfigError
+from gateway.config import ConfigError
 from gateway.control.client import (
     ChatConnection,
     ControlError,
