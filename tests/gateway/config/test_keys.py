@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from adapters.settings import EnvSection
-from gateway.config import ConfigError, PlatformsConfig, env_sections, load_config
+from gateway.config import ConfigError, PlatformsConfig, env_sections, load_config, settings_table
 
 from ._files import make_home
 
@@ -84,6 +84,14 @@ def test_every_named_variable_sets_a_key() -> None:
     stray = sorted({f"{m[0]} ({name})" for name, text in _texts().items() for m in _VAR_RE.finditer(text)
                     if m[0] not in known and not _ALLOWLIST_VAR_RE.fullmatch(m[0])})
     assert not stray, f"named but read by nothing: {stray}"
+
+
+@pytest.mark.parametrize("platform", list(PlatformsConfig.model_fields))
+def test_readme_has_each_platforms_settings_table_as_the_model_makes_it(platform: str) -> None:
+    """Every key of the model is named in the README, with its variable and default, and nothing else."""
+    table = settings_table(_section(platform))
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert table in readme, f"README.md: replace the platforms.{platform} settings table with\n\n{table}"
 
 
 @pytest.mark.parametrize(
