@@ -14,9 +14,10 @@ import hmac
 import json
 import time
 import uuid
-from typing import Any
+from typing import Any, ClassVar
 
 from aiohttp import web
+from pydantic import Field, SecretStr
 
 from .base import (
     Adapter,
@@ -27,9 +28,26 @@ from .base import (
     SendKind,
     SendResult,
 )
+from .settings import EnvSection
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_USER_CHARS = 128
+
+
+class ApiServerSettings(EnvSection):
+    """``platforms.api_server``; every key can also be set as ``API_SERVER_<KEY>``. The host and
+    port are those of the daemon's one HTTP server (webhooks, health and metrics too)."""
+
+    env_prefix: ClassVar[str] = "API_SERVER_"
+
+    enabled: bool = True
+    """Serve ``/v1/chat/completions`` and ``/v1/models``."""
+    host: str = "127.0.0.1"
+    """Address to listen on; beyond loopback, ``key`` is required."""
+    port: int = Field(default=8642, ge=0, le=65535)
+    """Port to listen on (0: any free port)."""
+    key: SecretStr | None = None
+    """Bearer key clients must send (``Authorization: Bearer <key>``)."""
 
 
 def _error(status: int, message: str, err_type: str = "invalid_request_error") -> web.Response:

@@ -117,6 +117,14 @@ class FatalAdapterError(AdapterError):
     """Retrying cannot help (bad token, missing intent): the runner does not restart the adapter."""
 
 
+class MalformedUpdateError(AdapterError, ValueError):
+    """A platform update that parses but carries fields of the wrong type.
+
+    Also a ``ValueError``, like the errors the platform libraries raise for a field
+    they cannot parse: a caller of an inbound translation catches both kinds as one.
+    """
+
+
 class AdapterStateView(Protocol):
     """What the gateway's supervisor reports about one adapter, as health, status and metrics read it.
 

@@ -583,7 +583,7 @@ def describe(r: PhaseResult) -> str:
 
 
 async def run_all(tmp: Path) -> int:
-    from gateway.config.models import GatewayConfig, StorageConfig
+    from gateway.config import GatewayConfig, StorageConfig
 
     rng = random.Random(SEED)
     defaults_storage, defaults_gateway = StorageConfig(), GatewayConfig()

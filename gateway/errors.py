@@ -58,9 +58,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.base import AdapterError, FatalAdapterError
+from adapters.base import AdapterError, FatalAdapterError, MalformedUpdateError
 from adapters.cli import ChatGoneError
-from adapters.telegram import MalformedUpdateError
 from core.errors import (
     CompressionError,
     ModelAuthError,

@@ -28,6 +28,7 @@ import structlog
 
 from .._health import Health
 from ..base import Adapter, AdapterError, ChatInfo, FatalAdapterError, OutboundMessage, SendResult
+from ..settings import reveal
 from ._client import ClientEvents, DiscordClient, make_client
 from ._inbound import PLATFORM
 from ._intake import MessageIntake
@@ -114,7 +115,7 @@ class DiscordAdapter(Adapter):
         self._client = client
         watchdog = asyncio.create_task(self._watchdog.run(client), name="discord:watchdog")
         try:
-            await client.start(self.settings.token, reconnect=True)
+            await client.start(reveal(self.settings.token), reconnect=True)
         except discord.LoginFailure:
             raise self._fatal(TOKEN_MESSAGE.format(detail="401 Unauthorized at login")) from None
         except discord.PrivilegedIntentsRequired:

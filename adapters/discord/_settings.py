@@ -1,8 +1,12 @@
-"""What the Discord adapter needs to know, already validated by the gateway's config."""
+"""``platforms.discord``: the Discord adapter's settings, from config.yaml and ``DISCORD_*``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from typing import ClassVar, Self
+
+from pydantic import Field, SecretStr, field_validator, model_validator
+
+from adapters.settings import PlatformSettings, env_name, id_list, reveal
 
 __all__ = ["DEFAULT_BASE_URL", "DEFAULT_GATEWAY_URL", "DiscordSettings"]
 
@@ -10,32 +14,57 @@ DEFAULT_BASE_URL = "https://discord.com/api/v10"
 DEFAULT_GATEWAY_URL = "wss://gateway.discord.gg/"
 
 
-@dataclass(frozen=True)
-class DiscordSettings:
-    token: str = field(repr=False)
-    #: REST root and gateway websocket; override for a proxy or a local emulator. discord.py keeps
-    #: these process-wide, so one process serves one Discord endpoint (one adapter per daemon).
+class DiscordSettings(PlatformSettings):
+    """``platforms.discord``; every key can also be set as ``DISCORD_<KEY>``."""
+
+    env_prefix: ClassVar[str] = "DISCORD_"
+    credential_key: ClassVar[str] = "token"
+
+    token: SecretStr | None = Field(default=None, json_schema_extra=env_name("DISCORD_BOT_TOKEN"))
+    """The bot token (Developer Portal: your application -> Bot -> Reset Token)."""
     base_url: str = DEFAULT_BASE_URL
+    """REST root: a proxy, or a local emulator in tests. discord.py keeps it process-wide, so one
+    process serves one Discord endpoint."""
     gateway_url: str = DEFAULT_GATEWAY_URL
-    #: In guild channels answer only when @mentioned or replied to (DMs always get an answer).
+    """Gateway websocket, as ``base_url``; a RESUME goes to the ``resume_gateway_url`` Discord hands out."""
     require_mention: bool = True
-    #: Channel ids (or thread parents) where every message is for the bot, mention or not.
+    """In server channels answer only when @mentioned or replied to (DMs always get an answer)."""
     free_response_channels: frozenset[str] = frozenset()
-    #: When mentioned in a channel, carry the conversation on in a thread started from that message.
+    """Channel ids (or thread parents) where every message is for the bot, mention or not."""
     auto_thread: bool = False
-    #: How long discord.py waits for the guilds after READY before "ready" (seconds).
-    guild_ready_timeout: float = 2.0
-    #: Nothing at all received for this long: discord.py drops the connection and resumes.
-    heartbeat_timeout: float = 60.0
-    #: Heartbeat intervals without an ACK before health says "degraded" ...
-    degraded_after_missed_acks: float = 2.0
-    #: ... and before the adapter drops the (zombie) connection itself and resumes.
-    reconnect_after_missed_acks: float = 4.0
-    #: Pause before a re-IDENTIFY after a lost session (discord.py's default; Discord limits IDENTIFYs).
-    identify_delay: float = 5.0
-    #: After a reconnect, how many recently active channels are read back over REST ...
-    catchup_channels: int = 50
-    #: ... and at most how many messages per channel (missed messages beyond that are not fetched).
-    catchup_limit: int = 100
-    #: Longest 429 wait honoured for one request; longer ones fail the send (seconds).
-    max_ratelimit_wait: float = 300.0
+    """When mentioned in a channel, carry the conversation on in a thread started from that message."""
+    guild_ready_timeout: float = Field(default=2.0, ge=0)
+    """How long discord.py waits for the guilds after READY before "ready" (seconds)."""
+    heartbeat_timeout: float = Field(default=60.0, gt=0)
+    """Nothing at all received for this long: discord.py drops the connection and resumes (seconds)."""
+    degraded_after_missed_acks: float = Field(default=2.0, gt=0)
+    """Heartbeat intervals without an ACK before health says "degraded"."""
+    reconnect_after_missed_acks: float = Field(default=4.0, gt=0)
+    """Heartbeat intervals without an ACK before the adapter drops the (zombie) connection and resumes."""
+    identify_delay: float = Field(default=5.0, ge=0)
+    """Pause before a re-IDENTIFY after a lost session (seconds; Discord limits IDENTIFYs)."""
+    catchup_channels: int = Field(default=50, ge=0)
+    """After a reconnect, how many recently active channels are read back over REST."""
+    catchup_limit: int = Field(default=100, ge=0, le=1000)
+    """After a reconnect, at most how many missed messages are read back per channel."""
+    max_ratelimit_wait: float = Field(default=300.0, gt=0)
+    """Longest 429 wait honoured for one request (seconds); a longer one fails the send."""
+
+    _split = field_validator("free_response_channels", mode="before")(id_list)
+
+    @model_validator(mode="after")
+    def _usable(self) -> Self:
+        if not self.active:
+            return self
+        token = reveal(self.token)
+        if not token or any(c.isspace() for c in token):
+            raise ValueError(
+                "Discord is enabled but DISCORD_BOT_TOKEN is missing or malformed: set it to the bot token from "
+                "the Discord Developer Portal (your application -> Bot -> Reset Token), or set "
+                "platforms.discord.enabled to false"
+            )
+        if not self.base_url.startswith(("https://", "http://")):
+            raise ValueError("platforms.discord.base_url must be an http(s):// URL")
+        if not self.gateway_url.startswith(("wss://", "ws://")):
+            raise ValueError("platforms.discord.gateway_url must be a ws(s):// URL")
+        return self

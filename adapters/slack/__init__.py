@@ -1,11 +1,25 @@
 """Slack, on slack-bolt: Socket Mode (default) or the Events API over HTTP in, mrkdwn out.
 
-``SlackAdapter(SlackSettings(bot_token=..., app_token=...))``; the gateway builds the settings
-from ``platforms.slack`` in config.yaml and ``SLACK_*`` environment variables.
+``SlackAdapter(SlackSettings(bot_token=..., app_token=...))``; the settings model is ``platforms.slack`` of
+config.yaml (with ``SLACK_*`` environment variables), validated by the gateway's config loader.
 """
 
-from ._adapter import SlackAdapter
+from typing import TYPE_CHECKING, Any
+
 from ._mrkdwn import mrkdwn_budget, to_mrkdwn
 from ._settings import SlackSettings
 
 __all__ = ["SlackAdapter", "SlackSettings", "mrkdwn_budget", "to_mrkdwn"]
+
+if TYPE_CHECKING:
+    from ._adapter import SlackAdapter
+
+
+def __getattr__(name: str) -> Any:
+    # The adapter imports slack-bolt; the settings model alone (config validation, every
+    # CLI command) must not pay for that.
+    if name == "SlackAdapter":
+        from ._adapter import SlackAdapter
+
+        return SlackAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

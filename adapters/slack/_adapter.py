@@ -28,6 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from .._health import Health
 from .._split import split_text
 from ..base import Adapter, AdapterError, ChatInfo, FatalAdapterError, OutboundMessage, SendResult
+from ..settings import reveal
 from ._http import EventsEndpoint
 from ._inbound import PLATFORM
 from ._intake import EventIntake
@@ -109,7 +110,7 @@ class SlackAdapter(Adapter):
                 log.info("slack.events_api", path=self.settings.events_path, bot_user=me.user_id)
                 await self._stopping.wait()
             else:
-                await self._socket.serve(self._app, await open_socket_url(client, self.settings.app_token), me.user_id)
+                await self._socket.serve(self._app, await open_socket_url(client, reveal(self.settings.app_token)), me.user_id)
         except FatalAdapterError as exc:
             self._health.set("failed", str(exc))
             raise

@@ -19,6 +19,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 
+from ..settings import reveal
 from ._inbound import command_well_formed, well_formed
 from ._settings import SlackSettings
 
@@ -50,7 +51,7 @@ class EventsEndpoint:
         self._settings = settings
         self._app = app
         self._ready = ready
-        secret = settings.signing_secret
+        secret = reveal(settings.signing_secret)
         self._verifier = SignatureVerifier(secret) if secret and secret.strip() else None
 
     def add_routes(self, app: web.Application) -> None:

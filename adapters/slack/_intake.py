@@ -26,6 +26,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from .._dispatch import ChatOrderedDispatch
 from ..base import Disposition, InboundMessage, MessageHandler
+from ..settings import reveal
 from ._bounded import Bounded
 from ._inbound import PLATFORM, BotIdentity, command_to_inbound, to_inbound
 from ._settings import SlackSettings
@@ -60,7 +61,7 @@ class EventIntake:
         async def authorize(enterprise_id: str | None, team_id: str | None, user_id: str | None) -> AuthorizeResult:
             # What Bolt's single-team authorization would build from its own lazy auth.test, from ours.
             return AuthorizeResult(enterprise_id=known_enterprise or enterprise_id, team_id=known_team or team_id,
-                                   bot_user_id=me.user_id, bot_id=me.bot_id, bot_token=s.bot_token, user_id=user_id)
+                                   bot_user_id=me.user_id, bot_id=me.bot_id, bot_token=reveal(s.bot_token), user_id=user_id)
 
         known_team, known_enterprise = team_id, enterprise_id
         # Bolt's client: no token (the authorize result gives each request its own) and not our 429
@@ -69,7 +70,7 @@ class EventIntake:
         app = AsyncApp(
             client=bolt_client,
             authorize=authorize,
-            signing_secret=s.signing_secret or "",
+            signing_secret=reveal(s.signing_secret),
             request_verification_enabled=http,
             process_before_response=False,
             logger=logging.getLogger("hermes.slack.bolt"),

@@ -28,6 +28,7 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 
 from .._health import Health
 from ..base import AdapterError
+from ..settings import reveal
 from ._inbound import command_well_formed, well_formed
 from ._settings import SlackSettings
 
@@ -83,7 +84,7 @@ class SocketMode:
         """Connect to ``url`` and keep the socket alive until the adapter stops."""
         s = self._settings
         handler = _SocketHandler(
-            app, app_token=s.app_token, logger=logging.getLogger("hermes.slack.socket"), ping_interval=s.ping_interval
+            app, app_token=reveal(s.app_token), logger=logging.getLogger("hermes.slack.socket"), ping_interval=s.ping_interval
         )
         sm = handler.client
         # One owner of reconnection (the watchdog below); the SDK's own would race it.

@@ -17,6 +17,7 @@ from slack_sdk.http_retry.builtin_async_handlers import AsyncRateLimitErrorRetry
 from slack_sdk.web.async_client import AsyncWebClient
 
 from ..base import AdapterError, FatalAdapterError
+from ..settings import reveal
 from ._inbound import BotIdentity
 from ._settings import SlackSettings
 
@@ -38,7 +39,7 @@ def api_error(exc: SlackApiError) -> str:
 def make_web_client(settings: SlackSettings, session: aiohttp.ClientSession) -> AsyncWebClient:
     """The bot's client, on ``session``; it waits out 429s (Retry-After), ``rate_limit_retries`` times."""
     s = settings
-    client = AsyncWebClient(token=s.bot_token, base_url=s.api_base_url, timeout=int(s.request_timeout), session=session)
+    client = AsyncWebClient(token=reveal(s.bot_token), base_url=s.api_base_url, timeout=int(s.request_timeout), session=session)
     client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=s.rate_limit_retries))
     return client
 

@@ -1,11 +1,24 @@
 """Telegram, on python-telegram-bot: polling or webhook in, MarkdownV2 out.
 
-``TelegramAdapter(TelegramSettings(token=...))``; the gateway builds the settings
-from ``platforms.telegram`` in config.yaml and ``TELEGRAM_*`` environment variables.
+``TelegramAdapter(TelegramSettings(token=...))``; the settings model is ``platforms.telegram`` of
+config.yaml (with ``TELEGRAM_*`` environment variables), validated by the gateway's config loader.
 """
 
-from ._adapter import TelegramAdapter
-from ._inbound import MalformedUpdateError
+from typing import TYPE_CHECKING, Any
+
 from ._settings import TelegramSettings
 
-__all__ = ["MalformedUpdateError", "TelegramAdapter", "TelegramSettings"]
+__all__ = ["TelegramAdapter", "TelegramSettings"]
+
+if TYPE_CHECKING:
+    from ._adapter import TelegramAdapter
+
+
+def __getattr__(name: str) -> Any:
+    # The adapter imports python-telegram-bot; the settings model alone (config validation, every
+    # CLI command) must not pay for that.
+    if name == "TelegramAdapter":
+        from ._adapter import TelegramAdapter
+
+        return TelegramAdapter
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

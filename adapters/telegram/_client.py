@@ -19,6 +19,7 @@ from telegram import Bot, ReplyParameters
 from telegram.error import InvalidToken, RetryAfter
 
 from ..base import FatalAdapterError
+from ..settings import reveal
 from ._inbound import BotIdentity
 from ._request import AiohttpRequest
 from ._settings import TelegramSettings
@@ -90,7 +91,7 @@ class BotConnection:
     def _make_bot(self) -> TelegramBot:
         s = self._settings
         return TelegramBot(
-            token=s.token,
+            token=reveal(s.token),
             base_url=s.base_url,
             base_file_url=s.base_file_url,
             request=AiohttpRequest(

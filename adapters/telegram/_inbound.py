@@ -30,21 +30,13 @@ from dataclasses import dataclass
 from telegram import Message, MessageEntity, Update
 
 from .._text import clean_text
-from ..base import AdapterError, ChatType, InboundMessage
+from ..base import ChatType, InboundMessage, MalformedUpdateError
 
-__all__ = ["PLATFORM", "BotIdentity", "MalformedUpdateError", "to_inbound"]
+__all__ = ["PLATFORM", "BotIdentity", "to_inbound"]
 
 PLATFORM = "telegram"
 
 _CHAT_TYPES = {"private": ChatType.DM, "group": ChatType.GROUP, "supergroup": ChatType.GROUP}
-
-
-class MalformedUpdateError(AdapterError, ValueError):
-    """An update that parses but carries fields of the wrong type.
-
-    Also a ``ValueError``, like the errors PTB raises for a field it cannot
-    parse: a caller of ``to_inbound`` catches both kinds of bad data as one.
-    """
 
 
 @dataclass(frozen=True)

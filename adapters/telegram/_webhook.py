@@ -16,6 +16,7 @@ import structlog
 from aiohttp import web
 
 from ..base import FatalAdapterError
+from ..settings import reveal
 from ._client import ALLOWED_UPDATES, BotConnection, TelegramBot
 from ._intake import UpdateIntake
 from ._settings import WEBHOOK_SECRET_HEADER, TelegramSettings
@@ -44,7 +45,7 @@ class Webhook:
             raise FatalAdapterError("webhook mode needs platforms.telegram.webhook_url and TELEGRAM_WEBHOOK_SECRET")
         await bot.set_webhook(
             url=s.webhook_url,
-            secret_token=s.webhook_secret,
+            secret_token=reveal(s.webhook_secret),
             allowed_updates=ALLOWED_UPDATES,
             drop_pending_updates=False,
         )
@@ -53,9 +54,9 @@ class Webhook:
         await self._stopping.wait()
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        secret = self._settings.webhook_secret
+        secret = reveal(self._settings.webhook_secret)
         given = request.headers.get(WEBHOOK_SECRET_HEADER)
-        if secret is None or given is None:
+        if not secret or given is None:
             log.warning("telegram.webhook_rejected", reason="missing secret header", remote=request.remote)
             return web.json_response({"ok": False, "error": "missing secret token"}, status=401)
         if not hmac.compare_digest(given.encode("utf-8", "replace"), secret.encode()):

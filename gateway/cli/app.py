@@ -12,7 +12,7 @@ from gateway.cli.chat import chat as chat_command
 from gateway.cli.ops import register as register_ops_commands
 from gateway.cli.service import service_app
 from gateway.cli.sessions import sessions_app
-from gateway.config.models import default_home, load_config
+from gateway.config import default_home, load_config
 from gateway.errors import EX_CONFIG, ConfigError
 from gateway.logs import configure_logging
 from storage.errors import StorageLockedError

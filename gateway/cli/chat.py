@@ -22,7 +22,7 @@ from typing import Annotated, Any, TextIO
 
 import typer
 
-from gateway.config.models import default_home, load_config
+from gateway.config import default_home, load_config
 from gateway.control.client import ChatConnection, call
 from gateway.errors import EX_CONFIG, ConfigError, ControlError, DaemonNotRunningError
 from storage.errors import GatewayError, StorageLockedError

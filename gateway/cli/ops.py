@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import typer
 
+from adapters.settings import PlatformSettings
 from gateway.cli.service import (
     SYSTEM_UNIT_DIR,
     UNIT_NAME,
@@ -30,7 +31,7 @@ from gateway.cli.service import (
     required_stop_timeout,
 )
 from gateway.cli.systemd_unit import STOP_MARGIN, installed_stop_timeout
-from gateway.config.models import LoadedConfig, default_home, load_config
+from gateway.config import LoadedConfig, default_home, load_config
 from gateway.errors import ConfigError
 from gateway.status import STATE_FILE, read_state_file
 from storage import check_sqlite_features
@@ -175,14 +176,14 @@ def _check_tokens(config: LoadedConfig) -> list[Check]:
     """Only whether each secret is there: never its value, not even a prefix."""
     p = config.settings.platforms
     checks: list[Check] = []
-    wanted: list[tuple[str, bool, object]] = [("TELEGRAM_BOT_TOKEN", p.telegram.active, p.telegram.token)]
-    for section, env, attr in (("discord", "DISCORD_BOT_TOKEN", "token"), ("slack", "SLACK_BOT_TOKEN", "bot_token")):
-        cfg = getattr(p, section, None)
-        if cfg is not None:
-            wanted.append((env, bool(getattr(cfg, "active", False)), getattr(cfg, attr, None)))
-    active = [(env, value) for env, on, value in wanted if on]
-    for env, value in active:
-        checks.append(Check(f"token {env}", "ok", "set") if value is not None else
+    active: list[str] = []
+    for key in type(p).model_fields:
+        section = getattr(p, key)
+        if not isinstance(section, PlatformSettings) or not section.active:
+            continue
+        env = section.env_names()[section.credential_key]
+        active.append(env)
+        checks.append(Check(f"token {env}", "ok", "set") if getattr(section, section.credential_key) is not None else
                       Check(f"token {env}", "fail", "missing", f"add {env}=<token> to {config.home / '.env'}"))
     api = p.api_server
     if api.enabled and api.host not in ("127.0.0.1", "localhost", "::1"):

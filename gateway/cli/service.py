@@ -28,7 +28,7 @@ from typing import Annotated
 import typer
 
 from gateway.cli.systemd_unit import UnitOptions, exec_start_line, render_unit, stop_timeout
-from gateway.config.models import GatewayConfig, load_config
+from gateway.config import GatewayConfig, load_config
 from gateway.errors import ConfigError, UnitPathError
 
 __all__ = ["SYSTEM_UNIT_DIR", "UNIT_NAME", "UnitOptions", "render_unit", "required_stop_timeout", "service_app"]

@@ -27,7 +27,7 @@ import typer
 from rich.cells import cell_len, set_cell_size
 
 from gateway.cli import sessions_admin
-from gateway.config.models import default_home, load_config
+from gateway.config import default_home, load_config
 from gateway.control import client as control_client
 from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError, DaemonUnreachableError
 from storage import GatewayError, SessionNotFoundError, StateStore, StorageLockedError

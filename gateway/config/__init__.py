@@ -1,0 +1,51 @@
+"""Where a setting is read: config.yaml + .env + the environment, validated once at start.
+
+``models`` is the shape of config.yaml (the platforms' sections are the adapters' own settings
+models), ``loading`` the precedence (environment > .env > config.yaml > defaults), ``envfile``
+the .env file, ``suggest`` the error messages ("did you mean …"), ``reference`` the README's
+settings tables.
+"""
+
+from gateway.config.envfile import read_dotenv
+from gateway.config.loading import LoadedConfig, default_home, env_sections, load_config
+from gateway.config.models import (
+    AgentConfig,
+    AuthConfig,
+    GatewayConfig,
+    LoggingConfig,
+    ModelConfig,
+    PlatformsConfig,
+    SessionResetConfig,
+    SessionsConfig,
+    Settings,
+    StorageConfig,
+    ToolsetsConfig,
+    secret_values,
+)
+from gateway.config.reference import settings_table
+from gateway.config.suggest import known_keys
+from gateway.errors import EX_CONFIG, ConfigError
+
+__all__ = [
+    "EX_CONFIG",
+    "AgentConfig",
+    "AuthConfig",
+    "ConfigError",
+    "GatewayConfig",
+    "LoadedConfig",
+    "LoggingConfig",
+    "ModelConfig",
+    "PlatformsConfig",
+    "SessionResetConfig",
+    "SessionsConfig",
+    "Settings",
+    "StorageConfig",
+    "ToolsetsConfig",
+    "default_home",
+    "env_sections",
+    "known_keys",
+    "load_config",
+    "read_dotenv",
+    "secret_values",
+    "settings_table",
+]

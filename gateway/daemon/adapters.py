@@ -10,8 +10,7 @@ from adapters.cli import CliAdapter
 from adapters.discord import DiscordAdapter
 from adapters.slack import SlackAdapter
 from adapters.telegram import TelegramAdapter
-from gateway.config.models import LoadedConfig
-from gateway.daemon.settings import discord_settings, slack_settings, telegram_settings
+from gateway.config import LoadedConfig, secret_values
 from gateway.errors import ConfigError
 
 
@@ -42,29 +41,18 @@ def build_adapters(config: LoadedConfig, *, standalone: bool, extra: dict[str, A
         )
     telegram = config.settings.platforms.telegram
     if telegram.active:
-        adapters["telegram"] = TelegramAdapter(telegram_settings(telegram))
+        adapters["telegram"] = TelegramAdapter(telegram)
     slack = config.settings.platforms.slack
     if slack.active:
-        adapters["slack"] = SlackAdapter(slack_settings(slack))
+        adapters["slack"] = SlackAdapter(slack)
     discord = config.settings.platforms.discord
     if discord.active:
-        adapters["discord"] = DiscordAdapter(discord_settings(discord))
+        adapters["discord"] = DiscordAdapter(discord)
     adapters.update(extra)
     return adapters
 
 def secrets_of(config: LoadedConfig) -> list[str | None]:
     """Every secret value the config holds, for the log redactor."""
-    s = config.settings
-    tg = s.platforms.telegram
-    values: list[str | None] = [
-        s.model.api_key.get_secret_value() if s.model.api_key else None,
-        s.platforms.api_server.key.get_secret_value() if s.platforms.api_server.key else None,
-        tg.token.get_secret_value() if tg.token else None,
-        tg.webhook_secret.get_secret_value() if tg.webhook_secret else None,
-    ]
-    sl = s.platforms.slack
-    values += [v.get_secret_value() for v in (sl.bot_token, sl.app_token, sl.signing_secret) if v]
-    dc = s.platforms.discord
-    values += [dc.token.get_secret_value()] if dc.token else []
+    values: list[str | None] = list(secret_values(config.settings))
     values += [v for k, v in config.env.items() if k.endswith(("_TOKEN", "_KEY", "_SECRET"))]
     return values

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from adapters.base import Adapter
 from core.llm import ModelClient
 from gateway.commands import register_all_commands
-from gateway.config.models import LoadedConfig
+from gateway.config import LoadedConfig
 from gateway.daemon.agents import DefaultAgents
 from gateway.daemon.settings import key_settings
 from gateway.handoff.runner import HandoffRunner

@@ -21,7 +21,7 @@ from aiohttp import web
 
 from adapters.base import Adapter, FatalAdapterError
 from core.llm import ModelClient
-from gateway.config.models import LoadedConfig
+from gateway.config import LoadedConfig
 from gateway.control.server import ControlServer
 from gateway.daemon.adapters import build_adapters, secrets_of
 from gateway.daemon.agents import DefaultAgents

@@ -1,15 +1,13 @@
-"""From the validated config to the settings objects of the parts the daemon builds."""
+"""From the validated config to the settings objects of the core and storage parts the daemon builds.
+
+The adapters need no translation: ``platforms.<name>`` is the adapter's own settings model."""
 
 from __future__ import annotations
 
-from adapters.discord import DiscordSettings
-from adapters.slack import SlackSettings
-from adapters.telegram import TelegramSettings
 from core import AgentSettings
 from core.llm import ModelSettings
 from core.tools import ToolsetPolicy
-from gateway.config.models import DiscordConfig, LoadedConfig, SlackConfig, TelegramConfig
-from gateway.errors import ConfigError
+from gateway.config import LoadedConfig
 from gateway.routing.session_key import SessionKeySettings
 from storage import WriterSettings
 
@@ -48,46 +46,6 @@ def model_settings(config: LoadedConfig) -> ModelSettings:
     )
 
 
-def telegram_settings(tg: TelegramConfig) -> TelegramSettings:
-    """The adapter's settings from ``platforms.telegram`` (already validated by the config)."""
-    if tg.token is None:  # pragma: no cover - TelegramConfig refuses an active section without one
-        raise ConfigError("platforms.telegram is enabled but TELEGRAM_BOT_TOKEN is not set")
-    return TelegramSettings(
-        token=tg.token.get_secret_value().strip(),
-        base_url=tg.base_url,
-        base_file_url=tg.base_file_url,
-        mode=tg.mode,
-        webhook_url=tg.webhook_url,
-        webhook_path=tg.webhook_path,
-        webhook_secret=tg.webhook_secret.get_secret_value() if tg.webhook_secret else None,
-        require_mention=tg.require_mention,
-        poll_timeout=tg.poll_timeout,
-        watchdog_grace=tg.watchdog_grace,
-        conflict_retries=tg.conflict_retries,
-        conflict_backoff=tg.conflict_backoff,
-        max_flood_wait=tg.max_flood_wait,
-    )
-
-
-def slack_settings(sl: SlackConfig) -> SlackSettings:
-    """The adapter's settings from ``platforms.slack`` (already validated by the config)."""
-    if sl.bot_token is None:  # pragma: no cover - SlackConfig refuses an active section without one
-        raise ConfigError("platforms.slack is enabled but SLACK_BOT_TOKEN is not set")
-    return SlackSettings(
-        bot_token=sl.bot_token.get_secret_value().strip(),
-        app_token=sl.app_token.get_secret_value().strip() if sl.app_token else None,
-        signing_secret=sl.signing_secret.get_secret_value().strip() if sl.signing_secret else None,
-        mode=sl.mode,
-        api_base_url=sl.api_base_url,
-        events_path=sl.events_path,
-        free_response_channels=frozenset(sl.free_response_channels),
-        ping_interval=sl.ping_interval,
-        rate_limit_retries=sl.rate_limit_retries,
-        thinking_placeholder=sl.thinking_placeholder,
-        thinking_delay=sl.thinking_delay,
-    )
-
-
 def agent_settings(config: LoadedConfig) -> AgentSettings:
     a = config.settings.agent
     return AgentSettings(
@@ -103,22 +61,4 @@ def agent_settings(config: LoadedConfig) -> AgentSettings:
             platform: ToolsetPolicy(frozenset(t.enabled) if t.enabled is not None else None, frozenset(t.disabled))
             for platform, t in a.toolsets.items()
         },
-    )
-
-
-def discord_settings(dc: DiscordConfig) -> DiscordSettings:
-    """The adapter's settings from ``platforms.discord`` (already validated by the config)."""
-    if dc.token is None:  # pragma: no cover - DiscordConfig refuses an active section without one
-        raise ConfigError("platforms.discord is enabled but DISCORD_BOT_TOKEN is not set")
-    return DiscordSettings(
-        token=dc.token.get_secret_value().strip(),
-        base_url=dc.base_url,
-        gateway_url=dc.gateway_url,
-        require_mention=dc.require_mention,
-        free_response_channels=frozenset(dc.free_response_channels),
-        auto_thread=dc.auto_thread,
-        guild_ready_timeout=dc.guild_ready_timeout,
-        heartbeat_timeout=dc.heartbeat_timeout,
-        identify_delay=dc.identify_delay,
-        catchup_limit=dc.catchup_limit,
     )

@@ -30,7 +30,7 @@ from typing import Protocol
 import structlog
 from aiohttp import web
 
-from gateway.config.models import LoadedConfig
+from gateway.config import LoadedConfig
 from gateway.routing.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.status import AdapterReadiness, SnapshotSource, adapters_readiness
 

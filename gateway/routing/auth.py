@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import structlog
 
 from adapters.base import ChatType, InboundMessage
-from gateway.config.models import LoadedConfig
+from gateway.config import LoadedConfig
 
 log = structlog.get_logger("hermes.auth")
 

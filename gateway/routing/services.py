@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from adapters.base import Adapter, InboundMessage
-from gateway.config.models import LoadedConfig
+from gateway.config import LoadedConfig
 from gateway.routing.dedupe import Dedupe
 from gateway.routing.delivery import Delivery
 from gateway.routing.home_channels import HomeChannels

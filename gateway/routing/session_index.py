@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 
 from adapters.base import InboundMessage
-from gateway.config.models import SessionResetConfig
+from gateway.config import SessionResetConfig
 from storage import StateStore, new_session_id
 from storage import _ops as ops
 from storage.errors import InvalidTitleError, TitleConflictError

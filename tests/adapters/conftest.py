@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from adapters.telegram import TelegramAdapter
-from gateway.config.models import load_config
+from gateway.config import load_config
 from gateway.daemon.runner import Gateway
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.gateway.conftest import free_port, write_config

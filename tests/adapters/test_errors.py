@@ -7,9 +7,8 @@ import inspect
 import pkgutil
 
 import adapters
-from adapters.base import AdapterError, FatalAdapterError
+from adapters.base import AdapterError, FatalAdapterError, MalformedUpdateError
 from adapters.cli import ChatGoneError
-from adapters.telegram import MalformedUpdateError
 from storage.errors import GatewayError
 
 #: control-flow signals that never leave their module (each documented there as internal)

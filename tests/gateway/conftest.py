@@ -12,7 +12,7 @@ import httpx
 import pytest
 import yaml
 
-from gateway.config.models import load_config
+from gateway.config import load_config
 from gateway.daemon.runner import Gateway
 from tests.gateway._chat_adapter import ChatAdapter
 

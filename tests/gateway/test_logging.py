@@ -22,7 +22,7 @@ from adapters.base import Disposition, SendKind
 from core.agent import TurnRequest, TurnResult
 from core.errors import ModelError
 from gateway import logs
-from gateway.config.models import load_config
+from gateway.config import load_config
 from gateway.daemon.build import default_agent_maker
 from gateway.daemon.runner import Gateway
 from gateway.logs import configure_logging, register_secrets

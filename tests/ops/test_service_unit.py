@@ -16,7 +16,7 @@ import pytest
 
 from gateway.cli.service import UnitOptions, _default_home, render_unit, required_stop_timeout
 from gateway.cli.systemd_unit import exec_start_line
-from gateway.config.models import GatewayConfig
+from gateway.config import GatewayConfig
 
 from ._proc import ROOT
 

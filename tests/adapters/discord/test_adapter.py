@@ -25,9 +25,8 @@ import pytest
 from adapters._split import join_chunks
 from adapters.base import AdapterError, OutboundMessage
 from adapters.discord import DiscordAdapter
-from gateway.config.models import load_config
+from gateway.config import ConfigError, load_config
 from gateway.daemon.runner import Gateway
-from gateway.errors import ConfigError
 from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
@@ -527,7 +526,7 @@ def test_config_refuses_an_enabled_discord_without_a_token(tmp_path: Path) -> No
         "DISCORD_BOT_TOKEN": "abc.def", "DISCORD_FREE_RESPONSE_CHANNELS": "1, 2", "DISCORD_AUTO_THREAD": "true",
         "DISCORD_REQUIRE_MENTION": "false"})
     dc = loaded.settings.platforms.discord
-    assert dc.active and dc.free_response_channels == ["1", "2"] and dc.auto_thread and not dc.require_mention
+    assert dc.active and dc.free_response_channels == frozenset({"1", "2"}) and dc.auto_thread and not dc.require_mention
 
 
 async def test_the_daemon_process_serves_discord_and_stops_cleanly(

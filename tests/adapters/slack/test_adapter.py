@@ -23,11 +23,10 @@ import pytest
 
 from adapters._split import join_chunks
 from adapters.base import OutboundMessage
+from adapters.settings import reveal
 from adapters.slack import SlackAdapter
-from gateway.config.models import load_config
+from gateway.config import ConfigError, load_config
 from gateway.daemon.runner import Gateway
-from gateway.daemon.settings import slack_settings
-from gateway.errors import ConfigError
 from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack, sign
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
@@ -252,9 +251,9 @@ def test_config_maps_env_and_yaml(tmp_path: Path) -> None:
     write_config(tmp_path, {"platforms": {"slack": {"free_response_channels": "C1, C2", "mode": "http"}}},
                  {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_SIGNING_SECRET": SIGNING_SECRET})
     loaded = load_config(tmp_path, environ={})
-    settings = slack_settings(loaded.settings.platforms.slack)
+    settings = loaded.settings.platforms.slack
     assert settings.mode == "http" and settings.free_response_channels == frozenset({"C1", "C2"})
-    assert settings.bot_token == BOT_TOKEN and settings.signing_secret == SIGNING_SECRET
+    assert reveal(settings.bot_token) == BOT_TOKEN and reveal(settings.signing_secret) == SIGNING_SECRET
     assert BOT_TOKEN not in repr(settings) and SIGNING_SECRET not in repr(settings)
     assert not load_config(tmp_path / "none", environ={}).settings.platforms.slack.active
 

@@ -25,8 +25,7 @@ from hypothesis import strategies as st
 
 from adapters._split import join_chunks, utf16_len
 from adapters.base import OutboundMessage
-from gateway.config.models import load_config
-from gateway.errors import ConfigError
+from gateway.config import ConfigError, load_config
 from tests.emulators.fake_telegram import BotApiError, FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 

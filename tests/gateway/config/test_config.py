@@ -1,4 +1,4 @@
-"""gateway.config.models: precedence, .env parsing, validation and secret hygiene.
+"""gateway.config: precedence, validation and secret hygiene (the .env file: test_envfile.py).
 
 Every test writes real files into a temporary $HERMES_HOME and passes an
 explicit environment, so the developer's own environment never leaks in.
@@ -11,30 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from pydantic import SecretStr
 
-from gateway.config.models import LoadedConfig, Settings, load_config, parse_dotenv
-from gateway.errors import ConfigError
+from gateway.config import ConfigError, LoadedConfig, Settings, load_config
 
-SECRET_MODEL_KEY = "sk-model-0123456789abcdef"
-SECRET_API_KEY = "api-server-key-fedcba987654"
-
-
-def _home(tmp_path: Path, config: str | dict[str, Any] | None = None, dotenv: str | None = None) -> Path:
-    home = tmp_path / "hermes"
-    home.mkdir(parents=True, exist_ok=True)
-    if config is not None:
-        text = config if isinstance(config, str) else yaml.safe_dump(config)
-        (home / "config.yaml").write_text(text, encoding="utf-8")
-    if dotenv is not None:
-        (home / ".env").write_text(dotenv, encoding="utf-8")
-    return home
-
-
-def _secret(value: SecretStr | None) -> str | None:
-    return None if value is None else value.get_secret_value()
-
+from ._files import SECRET_API_KEY, SECRET_MODEL_KEY, make_home, secret
 
 # --------------------------------------------------------------- precedence
 
@@ -42,8 +23,8 @@ def _secret(value: SecretStr | None) -> str | None:
 _OVERRIDES: list[tuple[str, tuple[str, ...], Callable[[Settings], str | None]]] = [
     ("HERMES_MODEL_BASE_URL", ("model", "base_url"), lambda s: s.model.base_url),
     ("HERMES_MODEL", ("model", "default"), lambda s: s.model.default),
-    ("HERMES_MODEL_API_KEY", ("model", "api_key"), lambda s: _secret(s.model.api_key)),
-    ("API_SERVER_KEY", ("platforms", "api_server", "key"), lambda s: _secret(s.platforms.api_server.key)),
+    ("HERMES_MODEL_API_KEY", ("model", "api_key"), lambda s: secret(s.model.api_key)),
+    ("API_SERVER_KEY", ("platforms", "api_server", "key"), lambda s: secret(s.platforms.api_server.key)),
 ]
 
 
@@ -60,7 +41,7 @@ def test_precedence_environment_over_dotenv_over_yaml_over_defaults(
     tmp_path: Path, var: str, path: tuple[str, ...], get: Callable[[Settings], str | None], sources: str
 ) -> None:
     parts = sources.split("+")
-    home = _home(
+    home = make_home(
         tmp_path,
         config=_nested(path, "http://from-yaml.example/v1") if "yaml" in parts else None,
         dotenv=f"{var}=http://from-dotenv.example/v1\n" if "dotenv" in parts else None,
@@ -93,13 +74,13 @@ def test_defaults_without_any_file(tmp_path: Path) -> None:
 
 
 def test_environment_is_merged_over_dotenv_in_loaded_env(tmp_path: Path) -> None:
-    home = _home(tmp_path, dotenv="ONLY_DOTENV=a\nBOTH=dotenv\n")
+    home = make_home(tmp_path, dotenv="ONLY_DOTENV=a\nBOTH=dotenv\n")
     loaded = load_config(home, environ={"BOTH": "environ", "ONLY_ENV": "b"})
     assert loaded.env == {"ONLY_DOTENV": "a", "BOTH": "environ", "ONLY_ENV": "b"}
 
 
 def test_environment_overrides_are_validated_as_config_values(tmp_path: Path) -> None:
-    home = _home(tmp_path, config={"platforms": {"api_server": {"port": 9000}}})
+    home = make_home(tmp_path, config={"platforms": {"api_server": {"port": 9000}}})
     loaded = load_config(home, environ={"API_SERVER_PORT": "9100", "API_SERVER_ENABLED": "false"})
     assert loaded.settings.platforms.api_server.port == 9100
     assert loaded.settings.platforms.api_server.enabled is False
@@ -109,85 +90,6 @@ def test_environment_overrides_are_validated_as_config_values(tmp_path: Path) ->
     assert "'platforms.api_server.port'" in message
     assert "API_SERVER_PORT" in message
     assert str(home / "config.yaml") in message
-
-
-# ------------------------------------------------------------------ .env
-
-
-def test_dotenv_parsing_comments_export_quotes(tmp_path: Path) -> None:
-    home = _home(
-        tmp_path,
-        dotenv=(
-            "# a comment line\n"
-            "\n"
-            "   # an indented comment\n"
-            "PLAIN=value\n"
-            "export EXPORTED=yes\n"
-            "export   SPACED_EXPORT=1\n"
-            'DOUBLE="two words"\n'
-            "SINGLE='single quoted'\n"
-            'HASH_IN_QUOTES="a # not a comment"\n'
-            "  PADDED  =  padded value  \n"
-            "EQUALS=a=b=c\n"
-            "EMPTY=\n"
-            'EMPTY_QUOTES=""\n'
-            "MISMATCHED=\"half'\n"
-            "LAST=wins-1\n"
-            "LAST=wins-2\n"
-        ),
-    )
-    values = parse_dotenv(home / ".env")
-    assert values == {
-        "PLAIN": "value",
-        "EXPORTED": "yes",
-        "SPACED_EXPORT": "1",
-        "DOUBLE": "two words",
-        "SINGLE": "single quoted",
-        "HASH_IN_QUOTES": "a # not a comment",
-        "PADDED": "padded value",
-        "EQUALS": "a=b=c",
-        "EMPTY": "",
-        "EMPTY_QUOTES": "",
-        "MISMATCHED": "\"half'",
-        "LAST": "wins-2",
-    }
-
-
-def test_dotenv_missing_file_is_empty(tmp_path: Path) -> None:
-    assert parse_dotenv(tmp_path / "nope.env") == {}
-
-
-def test_quoted_dotenv_value_feeds_a_setting(tmp_path: Path) -> None:
-    home = _home(tmp_path, dotenv=f"export HERMES_MODEL_API_KEY='{SECRET_MODEL_KEY}'\nHERMES_MODEL=\"m-1\"\n")
-    s = load_config(home, environ={}).settings
-    assert _secret(s.model.api_key) == SECRET_MODEL_KEY
-    assert s.model.default == "m-1"
-
-
-@pytest.mark.parametrize(
-    ("bad_line", "lineno"),
-    [
-        ("JUST_A_WORD", 3),
-        ("BAD-KEY=1", 3),
-        ("=no key", 3),
-        ("two words=1", 3),
-        ("export", 3),
-    ],
-)
-def test_malformed_dotenv_line_names_file_and_line(tmp_path: Path, bad_line: str, lineno: int) -> None:
-    home = _home(tmp_path, config={}, dotenv=f"# header\nGOOD=1\n{bad_line}\nALSO_GOOD=2\n")
-    with pytest.raises(ConfigError) as err:
-        load_config(home, environ={})
-    assert f"{home / '.env'}:{lineno}" in str(err.value)
-
-
-def test_malformed_dotenv_line_is_not_echoed(tmp_path: Path) -> None:
-    # Someone pasted a bare key into .env: the error points at the line but never prints it.
-    home = _home(tmp_path, dotenv=f"A=1\n{SECRET_MODEL_KEY}\n")
-    with pytest.raises(ConfigError) as err:
-        load_config(home, environ={})
-    assert f"{home / '.env'}:2" in str(err.value)
-    assert SECRET_MODEL_KEY not in str(err.value)
 
 
 # ------------------------------------------------------- unknown / invalid
@@ -205,7 +107,7 @@ def test_malformed_dotenv_line_is_not_echoed(tmp_path: Path) -> None:
     ],
 )
 def test_unknown_key_names_dotted_key_and_file(tmp_path: Path, config: dict[str, Any], dotted: str) -> None:
-    home = _home(tmp_path, config=config)
+    home = make_home(tmp_path, config=config)
     with pytest.raises(ConfigError) as err:
         load_config(home, environ={})
     message = str(err.value)
@@ -232,7 +134,7 @@ def test_unknown_key_names_dotted_key_and_file(tmp_path: Path, config: dict[str,
     ],
 )
 def test_invalid_value_names_key_and_file(tmp_path: Path, config: dict[str, Any], dotted: str) -> None:
-    home = _home(tmp_path, config=config)
+    home = make_home(tmp_path, config=config)
     with pytest.raises(ConfigError) as err:
         load_config(home, environ={})
     message = str(err.value)
@@ -241,7 +143,7 @@ def test_invalid_value_names_key_and_file(tmp_path: Path, config: dict[str, Any]
 
 
 def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
-    home = _home(tmp_path, config={"bogus": 1, "gateway": {"max_concurrent_turns": 0}})
+    home = make_home(tmp_path, config={"bogus": 1, "gateway": {"max_concurrent_turns": 0}})
     with pytest.raises(ConfigError) as err:
         load_config(home, environ={})
     assert "unknown key 'bogus'" in str(err.value)
@@ -249,7 +151,7 @@ def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
 
 
 def test_invalid_yaml_names_file(tmp_path: Path) -> None:
-    home = _home(tmp_path, config="model:\n  base_url: [unclosed\n")
+    home = make_home(tmp_path, config="model:\n  base_url: [unclosed\n")
     with pytest.raises(ConfigError) as err:
         load_config(home, environ={})
     assert str(home / "config.yaml") in str(err.value)
@@ -258,7 +160,7 @@ def test_invalid_yaml_names_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "kind"), [("- a\n- b\n", "list"), ("just a string\n", "str"), ("42\n", "int")])
 def test_non_mapping_yaml_is_refused(tmp_path: Path, text: str, kind: str) -> None:
-    home = _home(tmp_path, config=text)
+    home = make_home(tmp_path, config=text)
     with pytest.raises(ConfigError) as err:
         load_config(home, environ={})
     assert str(home / "config.yaml") in str(err.value)
@@ -267,7 +169,7 @@ def test_non_mapping_yaml_is_refused(tmp_path: Path, text: str, kind: str) -> No
 
 @pytest.mark.parametrize("text", ["", "\n\n", "# nothing configured yet\n", "---\n"])
 def test_empty_config_file_gives_defaults(tmp_path: Path, text: str) -> None:
-    home = _home(tmp_path, config=text)
+    home = make_home(tmp_path, config=text)
     assert load_config(home, environ={}).settings == Settings()
 
 
@@ -275,7 +177,7 @@ def test_empty_config_file_gives_defaults(tmp_path: Path, text: str) -> None:
 
 
 def _loaded_with_secrets(tmp_path: Path) -> LoadedConfig:
-    home = _home(
+    home = make_home(
         tmp_path,
         config={"model": {"api_key": SECRET_MODEL_KEY}},
         dotenv=f"API_SERVER_KEY={SECRET_API_KEY}\n",
@@ -327,7 +229,7 @@ def test_loaded_config_repr_hides_secrets(tmp_path: Path) -> None:
     ],
 )
 def test_config_errors_never_contain_secret_values(tmp_path: Path, config: dict[str, Any]) -> None:
-    home = _home(tmp_path, config=config, dotenv=f"API_SERVER_KEY={SECRET_API_KEY}\n")
+    home = make_home(tmp_path, config=config, dotenv=f"API_SERVER_KEY={SECRET_API_KEY}\n")
     with pytest.raises(ConfigError) as err:
         load_config(home, environ={})
     message = str(err.value)
@@ -336,7 +238,7 @@ def test_config_errors_never_contain_secret_values(tmp_path: Path, config: dict[
 
 
 def test_config_error_for_environment_override_names_variable_not_value(tmp_path: Path) -> None:
-    home = _home(tmp_path, config={"gateway": {"max_concurrent_turns": 0}})
+    home = make_home(tmp_path, config={"gateway": {"max_concurrent_turns": 0}})
     with pytest.raises(ConfigError) as err:
         load_config(home, environ={"HERMES_MODEL_API_KEY": SECRET_MODEL_KEY, "API_SERVER_KEY": SECRET_API_KEY})
     message = str(err.value)
@@ -350,7 +252,7 @@ def test_invalid_yaml_error_does_not_echo_a_secret(tmp_path: Path) -> None:
     PyYAML's error text quotes the offending line with a caret under it; the
     ConfigError message must keep the file/line/column but not the content.
     """
-    home = _home(tmp_path, config=f'model:\n  api_key: "{SECRET_MODEL_KEY}\n  default: x\n')
+    home = make_home(tmp_path, config=f'model:\n  api_key: "{SECRET_MODEL_KEY}\n  default: x\n')
     with pytest.raises(ConfigError) as err:
         load_config(home, environ={})
     message = str(err.value)
@@ -362,7 +264,7 @@ def test_invalid_yaml_error_does_not_echo_a_secret(tmp_path: Path) -> None:
 
 
 def test_allowlist_merges_platform_env_gateway_env_and_config(tmp_path: Path) -> None:
-    home = _home(
+    home = make_home(
         tmp_path,
         config={"auth": {"allowed_users": [1001, "1002"]}},
         dotenv="GATEWAY_ALLOWED_USERS=g1\n",
@@ -389,14 +291,14 @@ def test_allowlist_merges_platform_env_gateway_env_and_config(tmp_path: Path) ->
     ],
 )
 def test_config_allowed_users_shapes_become_strings(tmp_path: Path, raw: Any, expected: set[str]) -> None:
-    home = _home(tmp_path, config={"auth": {"allowed_users": raw}})
+    home = make_home(tmp_path, config={"auth": {"allowed_users": raw}})
     ids, _ = load_config(home, environ={}).platform_allowlist("telegram")
     assert ids == frozenset(expected)
     assert all(isinstance(i, str) for i in ids)
 
 
 def test_hyphenated_platform_uses_underscored_variable(tmp_path: Path) -> None:
-    home = _home(tmp_path)
+    home = make_home(tmp_path)
     loaded = load_config(home, environ={"API_SERVER_ALLOWED_USERS": "x1", "API_SERVER_ALLOW_ALL_USERS": "1"})
     assert loaded.platform_allowlist("api-server") == (frozenset({"x1"}), True)
 
@@ -404,7 +306,7 @@ def test_hyphenated_platform_uses_underscored_variable(tmp_path: Path) -> None:
 @pytest.mark.parametrize("value", ["true", "1", "yes", "TRUE", " Yes ", "on"])
 @pytest.mark.parametrize("var", ["TELEGRAM_ALLOW_ALL_USERS", "GATEWAY_ALLOW_ALL_USERS"])
 def test_allow_all_switches_on(tmp_path: Path, var: str, value: str) -> None:
-    loaded = load_config(_home(tmp_path), environ={var: value})
+    loaded = load_config(make_home(tmp_path), environ={var: value})
     assert loaded.platform_allowlist("telegram")[1] is True
     # The per-platform switch opens only its own platform; the gateway one opens all.
     assert loaded.platform_allowlist("discord")[1] is (var == "GATEWAY_ALLOW_ALL_USERS")
@@ -413,18 +315,18 @@ def test_allow_all_switches_on(tmp_path: Path, var: str, value: str) -> None:
 @pytest.mark.parametrize("value", ["false", "0", "no", "", "off", "nope"])
 @pytest.mark.parametrize("var", ["TELEGRAM_ALLOW_ALL_USERS", "GATEWAY_ALLOW_ALL_USERS"])
 def test_allow_all_switches_off(tmp_path: Path, var: str, value: str) -> None:
-    loaded = load_config(_home(tmp_path), environ={var: value})
+    loaded = load_config(make_home(tmp_path), environ={var: value})
     assert loaded.platform_allowlist("telegram") == (frozenset(), False)
 
 
 def test_allow_all_from_dotenv_and_config(tmp_path: Path) -> None:
-    from_dotenv = load_config(_home(tmp_path / "a", dotenv="TELEGRAM_ALLOW_ALL_USERS=yes\n"), environ={})
+    from_dotenv = load_config(make_home(tmp_path / "a", dotenv="TELEGRAM_ALLOW_ALL_USERS=yes\n"), environ={})
     assert from_dotenv.platform_allowlist("telegram")[1] is True
-    from_config = load_config(_home(tmp_path / "b", config={"auth": {"allow_all_users": True}}), environ={})
+    from_config = load_config(make_home(tmp_path / "b", config={"auth": {"allow_all_users": True}}), environ={})
     assert from_config.platform_allowlist("slack")[1] is True
     # The environment wins over .env for the switch too.
     overridden = load_config(
-        _home(tmp_path / "c", dotenv="TELEGRAM_ALLOW_ALL_USERS=yes\n"), environ={"TELEGRAM_ALLOW_ALL_USERS": "no"}
+        make_home(tmp_path / "c", dotenv="TELEGRAM_ALLOW_ALL_USERS=yes\n"), environ={"TELEGRAM_ALLOW_ALL_USERS": "no"}
     )
     assert overridden.platform_allowlist("telegram")[1] is False
 
@@ -432,7 +334,7 @@ def test_allow_all_from_dotenv_and_config(tmp_path: Path) -> None:
 def test_model_section_reaches_the_model_client_settings(tmp_path: Path) -> None:
     from gateway.daemon.settings import model_settings
 
-    home = _home(tmp_path, {"model": {"base_url": "http://127.0.0.1:9/v1", "default": "m", "auxiliary": "small",
+    home = make_home(tmp_path, {"model": {"base_url": "http://127.0.0.1:9/v1", "default": "m", "auxiliary": "small",
                                       "timeout": 30, "max_retries": 2, "max_retry_after": 5}})
     s = model_settings(load_config(home, environ={}))
     assert (s.base_url, s.model, s.auxiliary_model) == ("http://127.0.0.1:9/v1", "m", "small")

@@ -32,7 +32,7 @@ from adapters.base import (
     SendKind,
     SendResult,
 )
-from gateway.config.models import load_config
+from gateway.config import load_config
 from gateway.daemon.runner import Gateway
 from gateway.daemon.shutdown import disconnect_all
 from gateway.routing.services import Services

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from adapters.base import ChatType, InboundMessage
-from gateway.config.models import SessionResetConfig
+from gateway.config import SessionResetConfig
 from gateway.routing.session_index import SessionIndex, reset_reason
 from storage import SessionNotFoundError, StateStore
 
