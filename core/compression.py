@@ -25,8 +25,7 @@ from typing import Any
 
 import structlog
 
-from storage import _ops as ops
-from storage import new_session_id
+from storage import new_session_id, ops
 
 from .errors import CompressionError
 from .llm import ModelClient, Usage

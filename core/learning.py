@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from storage import _ops as ops
+from storage import ops
 
 MEMORY_TOOL = "memory"
 SKILL_TOOL = "skill_manage"

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from storage import InvalidTitleError, TitleConflictError, clean_title
-from storage import _ops as ops
+from storage import InvalidTitleError, TitleConflictError, clean_title, ops
 
 from .llm import ModelClient, Usage
 

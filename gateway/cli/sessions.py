@@ -29,9 +29,7 @@ from rich.cells import cell_len, set_cell_size
 from gateway.cli import sessions_admin
 from gateway.config.models import EX_CONFIG, ConfigError, default_home, load_config
 from gateway.control import client as control_client
-from storage import GatewayError, SessionNotFoundError, StateStore, StorageLockedError
-from storage._queries import iter_export, recent_sessions, resolve_session_id, stats
-from storage._reader import Reader
+from storage import GatewayError, Reader, SessionNotFoundError, StateStore, StorageLockedError, queries
 
 T = TypeVar("T")
 
@@ -224,7 +222,7 @@ def list_sessions(
     """List recent sessions, newest first."""
     with _errors():
         root = _home(home)
-        rows = _read(root, lambda conn: recent_sessions(conn, limit=limit, source=source)) or []
+        rows = _read(root, lambda conn: queries.recent_sessions(conn, limit=limit, source=source)) or []
     if not rows:
         typer.echo("No sessions found." if source is None else f"No sessions found from {source}.")
         return
@@ -282,14 +280,14 @@ def export_sessions(
     def export(conn: sqlite3.Connection) -> int:
         conn.execute("BEGIN")  # one snapshot: no session half-written, none counted twice
         try:
-            sid = resolve_session_id(conn, session_id) if session_id is not None else None
+            sid = queries.resolve_session_id(conn, session_id) if session_id is not None else None
             total = _count_sessions(conn, source, sid)
             bar = Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                            console=Console(stderr=True), transient=True, disable=not _progress_wanted(file, total))
             written = 0
             with _export_sink(file) as out, bar:
                 task = bar.add_task("export", total=total)
-                for session in iter_export(conn, source=source, session_id=sid):
+                for session in queries.iter_export(conn, source=source, session_id=sid):
                     out.write(json.dumps(session, ensure_ascii=False, default=str) + "\n")
                     written += 1
                     bar.advance(task)
@@ -319,8 +317,8 @@ def _describe(session: dict[str, Any]) -> str:
 
 
 def _lookup(conn: sqlite3.Connection, id_or_prefix: str) -> dict[str, Any]:
-    sid = resolve_session_id(conn, id_or_prefix)
-    rows = recent_sessions(conn, limit=1, session_ids=[sid])
+    sid = queries.resolve_session_id(conn, id_or_prefix)
+    rows = queries.recent_sessions(conn, limit=1, session_ids=[sid])
     if not rows:
         raise SessionNotFoundError(f"No session with id {sid}.")
     return rows[0]
@@ -395,7 +393,7 @@ def session_stats(home: HomeOption = None) -> None:
     with _errors():
         root = _home(home)
         db = root / DB_NAME
-        data = _read(root, lambda conn: stats(conn, db_path=db)) or {
+        data = _read(root, lambda conn: queries.stats(conn, db_path=db)) or {
             "total_sessions": 0, "total_messages": 0, "by_source": {}, "db_size_bytes": 0,
         }
     typer.echo(f"Total sessions: {data['total_sessions']}")

@@ -45,7 +45,7 @@ from gateway.control.client import MAX_REQUEST_BYTES, socket_path
 from gateway.logs import redact
 from gateway.routing.services import Services
 from gateway.routing.session_key import build_session_key
-from storage import _queries as queries
+from storage import queries
 from storage.errors import GatewayError, SessionNotFoundError
 
 __all__ = ["ControlServer", "GatewayView", "gateway_status"]

@@ -17,8 +17,7 @@ import structlog
 
 from adapters.base import InboundMessage
 from gateway.config.models import SessionResetConfig
-from storage import StateStore, new_session_id
-from storage import _ops as ops
+from storage import StateStore, new_session_id, ops
 from storage.errors import InvalidTitleError, TitleConflictError
 
 log = structlog.get_logger("hermes.session_index")

@@ -22,8 +22,7 @@ from core.compression import (
 )
 from core.errors import CompressionError
 from core.runtime import FLUSH_PROMPT
-from storage import StateStore
-from storage import _ops as ops
+from storage import StateStore, ops
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user_message
 
 from ._agent_env import (
