@@ -233,9 +233,7 @@ def list_sessions(
 def _count_sessions(conn: sqlite3.Connection, source: str | None, session_id: str | None) -> int:
     if session_id is not None:
         return 1
-    if source:
-        return int(conn.execute("SELECT COUNT(*) FROM sessions WHERE source = ?", (source,)).fetchone()[0])
-    return int(conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
+    return queries.count_sessions(conn, source)
 
 
 @contextlib.contextmanager
@@ -278,8 +276,7 @@ def export_sessions(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     def export(conn: sqlite3.Connection) -> int:
-        conn.execute("BEGIN")  # one snapshot: no session half-written, none counted twice
-        try:
+        with queries.snapshot(conn):  # one snapshot: no session half-written, none counted twice
             sid = queries.resolve_session_id(conn, session_id) if session_id is not None else None
             total = _count_sessions(conn, source, sid)
             bar = Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -292,8 +289,6 @@ def export_sessions(
                     written += 1
                     bar.advance(task)
             return written
-        finally:
-            conn.execute("COMMIT")
 
     with _errors():
         root = _home(home)

@@ -75,7 +75,8 @@ def unbind(conn: sqlite3.Connection, key: str, session_id: str) -> bool:
     return cur.rowcount == 1
 
 
-def repoint(conn: sqlite3.Connection, key: str, from_session: str, to_session: str, updated_at: float) -> bool:
+def repoint(conn: sqlite3.Connection, key: str, from_session: str, to_session: str,
+            updated_at: float | None) -> bool:
     """Point the key back at ``to_session`` (as bound at ``updated_at``) if it still points at
     ``from_session``; True if it did."""
     cur = conn.execute(
