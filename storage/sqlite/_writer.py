@@ -10,6 +10,9 @@ event loop.
 
 Operations must only touch the database (they can run twice: once in the
 failed batch, once in the replay).
+
+This module is the event loop's side (queue, batching, answering callers);
+``_committer`` is the writer thread's (transactions, replays, checkpoints).
 """
 
 from __future__ import annotations
