@@ -38,8 +38,8 @@ from typing import Any
 
 import structlog
 
-from storage import StateStore, WriterSettings, _ops, _queries, sanitize_fts5_query
-from storage._connection import open_readonly_connection
+from storage import StateStore, WriterSettings, open_readonly_connection, ops, sanitize_fts5_query
+from storage import search as store_search
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 SEED = 20240611
@@ -330,7 +330,7 @@ async def _prepare_async(db: Path, sessions: Sequence[str], parents: dict[str, s
 
         def create_all(conn: sqlite3.Connection) -> None:
             for i, sid in enumerate(sessions):
-                _ops.create_session(
+                ops.create_session(
                     conn,
                     sid,
                     source=("telegram", "discord", "slack", "cli")[i % 4],
@@ -359,7 +359,7 @@ def open_sync(db: Path) -> sqlite3.Connection:
 
 def append(conn: sqlite3.Connection, msg: Msg) -> None:
     sid, cols = msg
-    _ops.append_message(conn, sid, **cols)
+    ops.append_message(conn, sid, **cols)
 
 
 # -------------------------------------------------------------- write modes
@@ -541,18 +541,18 @@ def run_search(db: Path, gen: TextGen) -> SearchResult:
         per_query = []
         discovery: list[float] = []
         for q, d in queries:
-            found = len(_queries.search_sessions(conn, q))
-            times = _timed(partial(_queries.search_sessions, conn, q), SEARCH_REPEATS)
+            found = len(store_search.search_sessions(conn, q))
+            times = _timed(partial(store_search.search_sessions, conn, q), SEARCH_REPEATS)
             discovery += times
             per_query.append((q, d, statistics.median(times), found))
         rng = random.Random(SEED + 7)
         ids = conn.execute("SELECT id, session_id FROM messages").fetchall()
         anchors = [(int(r[0]), str(r[1])) for r in (ids[rng.randrange(len(ids))] for _ in range(SCROLL_CALLS))]
         scroll: list[float] = []
-        _queries.messages_around(conn, anchors[0][1], anchors[0][0], window=10)
+        store_search.messages_around(conn, anchors[0][1], anchors[0][0], window=10)
         for mid, sid in anchors:
             t = time.perf_counter()
-            _queries.messages_around(conn, sid, mid, window=10)
+            store_search.messages_around(conn, sid, mid, window=10)
             scroll.append(time.perf_counter() - t)
     finally:
         conn.close()

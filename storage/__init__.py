@@ -1,17 +1,36 @@
-"""state.db: the reference schema v11 behind one writer task.
+"""state.db: the reference schema v11 and the gateway's tables, behind one writer task.
 
-Public surface: ``StateStore`` (the async door), ``Writer`` and its settings,
-``ops`` (the write operations a caller composes into one ``StateStore.write``
-transaction), the schema version, id and title helpers, and the exception tree.
+Public surface, the only one other packages use:
+
+- ``StateStore``: the async door (``write(op)`` runs ``op`` in the writer's
+  transaction, ``read(fn)`` on a read-only connection), with ``Writer``,
+  ``Reader`` and their settings and counters.
+- Functions of a connection, grouped by table family, that callers compose
+  into one ``StateStore.write`` transaction or run in ``StateStore.read``:
+  ``ops`` (session and message writes), ``queries`` and ``search`` (reads),
+  and the gateway's tables: ``bindings`` (routing index, binding history,
+  queued titles), ``ownership`` (which sessions a chat may see), ``inbound``
+  (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``home_channels``.
+- The rows they return, the schema version, id and title helpers, and the
+  exception tree (``storage.errors``).
+
+Layout: what every backend shares sits here (``errors``, ``_model``,
+``_text``); the SQLite backend is ``storage/sqlite/``, and all SQL lives
+there. Another backend would be one more sub-package offering the same names,
+and this module would import it instead.
 """
 
-from . import _ops as ops
-from ._lock import WriterLock, lock_path_for, read_holder_pid
-from ._migrate import MigrationReport, check_sqlite_features
-from ._schema import REFERENCE_VERSION, latest_version
-from ._store import AutoPruneSettings, StateStore, is_scaffolding
-from ._text import clean_title, new_session_id, sanitize_fts5_query, split_lineage_title
-from ._writer import CheckpointResult, Writer, WriterSettings, WriterStats
+from ._model import (
+    AutoPruneSettings,
+    ChatOwner,
+    HandoffRow,
+    HomeChannelRow,
+    IndexEntry,
+    PendingReply,
+    SessionTitle,
+    is_scaffolding,
+)
+from ._text import clean_title, new_session_id, split_lineage_title
 from .errors import (
     AmbiguousSessionError,
     GatewayError,
@@ -25,17 +44,51 @@ from .errors import (
     StorageLockedError,
     TitleConflictError,
 )
+from .sqlite import (
+    REFERENCE_VERSION,
+    CheckpointResult,
+    MigrationReport,
+    Reader,
+    StateStore,
+    Writer,
+    WriterLock,
+    WriterSettings,
+    WriterStats,
+    bindings,
+    check_sqlite_features,
+    handoffs,
+    home_channels,
+    inbound,
+    latest_version,
+    lock_path_for,
+    open_readonly_connection,
+    ops,
+    outbound,
+    ownership,
+    queries,
+    quick_check,
+    read_holder_pid,
+    sanitize_fts5_query,
+    search,
+)
 
 __all__ = [
     "REFERENCE_VERSION",
     "AmbiguousSessionError",
     "AutoPruneSettings",
+    "ChatOwner",
     "CheckpointResult",
     "GatewayError",
+    "HandoffRow",
+    "HomeChannelRow",
+    "IndexEntry",
     "InvalidTitleError",
     "MigrationReport",
+    "PendingReply",
+    "Reader",
     "SchemaError",
     "SessionNotFoundError",
+    "SessionTitle",
     "StateStore",
     "StorageBusyError",
     "StorageClosedError",
@@ -47,14 +100,24 @@ __all__ = [
     "WriterLock",
     "WriterSettings",
     "WriterStats",
+    "bindings",
     "check_sqlite_features",
     "clean_title",
+    "handoffs",
+    "home_channels",
+    "inbound",
     "is_scaffolding",
     "latest_version",
     "lock_path_for",
     "new_session_id",
+    "open_readonly_connection",
     "ops",
+    "outbound",
+    "ownership",
+    "queries",
+    "quick_check",
     "read_holder_pid",
     "sanitize_fts5_query",
+    "search",
     "split_lineage_title",
 ]

@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import quote
 
 import typer
 
@@ -34,8 +33,8 @@ from gateway.cli.systemd_unit import STOP_MARGIN, installed_stop_timeout
 from gateway.config import LoadedConfig, default_home, load_config
 from gateway.errors import ConfigError
 from gateway.status import STATE_FILE, read_state_file
-from storage import check_sqlite_features
-from storage.errors import GatewayError
+from storage import check_sqlite_features, quick_check
+from storage.errors import GatewayError, StorageError
 
 __all__ = ["doctor", "register", "status"]
 
@@ -213,13 +212,8 @@ def _check_db(db: Path) -> list[Check]:
         return [Check("state.db", "skip", f"{db} does not exist yet (the daemon creates it)")]
     checks: list[Check] = []
     try:
-        # Quoted: a path with "?", "#" or "%" would otherwise change the URI's meaning.
-        conn = sqlite3.connect(f"file:{quote(str(db))}?mode=ro", uri=True, timeout=5)
-        try:
-            rows = [r[0] for r in conn.execute("PRAGMA quick_check").fetchall()]
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
+        rows = quick_check(db)
+    except StorageError as exc:
         checks.append(Check("integrity", "fail", f"cannot read {db}: {exc}",
                             "stop the daemon and restore state.db from a backup"))
     else:

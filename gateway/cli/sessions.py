@@ -30,9 +30,7 @@ from gateway.cli import sessions_admin
 from gateway.config import default_home, load_config
 from gateway.control import client as control_client
 from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError, DaemonUnreachableError
-from storage import GatewayError, SessionNotFoundError, StateStore, StorageLockedError
-from storage._queries import iter_export, recent_sessions, resolve_session_id, stats
-from storage._reader import Reader
+from storage import GatewayError, Reader, SessionNotFoundError, StateStore, StorageLockedError, queries
 
 T = TypeVar("T")
 
@@ -221,7 +219,7 @@ def list_sessions(
     """List recent sessions, newest first."""
     with _errors():
         root = _home(home)
-        rows = _read(root, lambda conn: recent_sessions(conn, limit=limit, source=source)) or []
+        rows = _read(root, lambda conn: queries.recent_sessions(conn, limit=limit, source=source)) or []
     if not rows:
         typer.echo("No sessions found." if source is None else f"No sessions found from {source}.")
         return
@@ -232,9 +230,7 @@ def list_sessions(
 def _count_sessions(conn: sqlite3.Connection, source: str | None, session_id: str | None) -> int:
     if session_id is not None:
         return 1
-    if source:
-        return int(conn.execute("SELECT COUNT(*) FROM sessions WHERE source = ?", (source,)).fetchone()[0])
-    return int(conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
+    return queries.count_sessions(conn, source)
 
 
 @contextlib.contextmanager
@@ -277,22 +273,19 @@ def export_sessions(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     def export(conn: sqlite3.Connection) -> int:
-        conn.execute("BEGIN")  # one snapshot: no session half-written, none counted twice
-        try:
-            sid = resolve_session_id(conn, session_id) if session_id is not None else None
+        with queries.snapshot(conn):  # one snapshot: no session half-written, none counted twice
+            sid = queries.resolve_session_id(conn, session_id) if session_id is not None else None
             total = _count_sessions(conn, source, sid)
             bar = Progress(TextColumn("exporting"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                            console=Console(stderr=True), transient=True, disable=not _progress_wanted(file, total))
             written = 0
             with _export_sink(file) as out, bar:
                 task = bar.add_task("export", total=total)
-                for session in iter_export(conn, source=source, session_id=sid):
+                for session in queries.iter_export(conn, source=source, session_id=sid):
                     out.write(json.dumps(session, ensure_ascii=False, default=str) + "\n")
                     written += 1
                     bar.advance(task)
             return written
-        finally:
-            conn.execute("COMMIT")
 
     with _errors():
         root = _home(home)
@@ -316,8 +309,8 @@ def _describe(session: dict[str, Any]) -> str:
 
 
 def _lookup(conn: sqlite3.Connection, id_or_prefix: str) -> dict[str, Any]:
-    sid = resolve_session_id(conn, id_or_prefix)
-    rows = recent_sessions(conn, limit=1, session_ids=[sid])
+    sid = queries.resolve_session_id(conn, id_or_prefix)
+    rows = queries.recent_sessions(conn, limit=1, session_ids=[sid])
     if not rows:
         raise SessionNotFoundError(f"No session with id {sid}.")
     return rows[0]
@@ -392,7 +385,7 @@ def session_stats(home: HomeOption = None) -> None:
     with _errors():
         root = _home(home)
         db = root / DB_NAME
-        data = _read(root, lambda conn: stats(conn, db_path=db)) or {
+        data = _read(root, lambda conn: queries.stats(conn, db_path=db)) or {
             "total_sessions": 0, "total_messages": 0, "by_source": {}, "db_size_bytes": 0,
         }
     typer.echo(f"Total sessions: {data['total_sessions']}")

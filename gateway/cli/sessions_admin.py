@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import time
 from typing import Any
 
 import structlog
 
 from gateway.errors import InvalidPruneAgeError
-from storage import InvalidTitleError, StateStore, clean_title
+from storage import InvalidTitleError, StateStore, clean_title, queries
 
 log = structlog.get_logger("hermes.sessions_admin")
 
@@ -37,17 +36,10 @@ def prunable_ids(conn: sqlite3.Connection, older_than_days: float, source: str |
                  *, now: float | None = None) -> list[str]:
     """Ended sessions that started more than N days ago (what prune deletes).
 
-    The same rule as storage's prune_sessions (keep the two in step); the
-    command line runs it on a read-only connection to say what a prune would
-    delete before it asks.
+    The command line runs it on a read-only connection to say what a prune
+    would delete before it asks; the prune itself uses the same query.
     """
-    cutoff = (time.time() if now is None else now) - older_than_days * 86400.0
-    sql = "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND started_at < ?"
-    params: list[Any] = [cutoff]
-    if source:
-        sql += " AND source = ?"
-        params.append(source)
-    return [str(row[0]) for row in conn.execute(sql + " ORDER BY started_at", params)]
+    return queries.prunable_session_ids(conn, older_than_days, source, now=now)
 
 
 async def rename(store: StateStore, id_or_prefix: str, title: str) -> dict[str, Any]:

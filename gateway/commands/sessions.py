@@ -24,10 +24,13 @@ from typing import Any
 from gateway.routing.commands import Command, CommandContext, CommandRegistry
 from storage import (
     AmbiguousSessionError,
+    ChatOwner,
     InvalidTitleError,
     SessionNotFoundError,
     TitleConflictError,
     clean_title,
+    ownership,
+    queries,
     split_lineage_title,
 )
 
@@ -37,63 +40,35 @@ _OWNED_SCAN = 200
 
 # ------------------------------------------------------------------ ownership
 
-_OWNED_SQL = """
-    SELECT s.id, s.started_at FROM gateway_session_bindings b JOIN sessions s ON s.id = b.session_id
-    WHERE b.session_key = :key
-    UNION
-    SELECT s.id, s.started_at FROM gateway_session_bindings b JOIN sessions s ON s.id = b.session_id
-    WHERE :platform = 'cli' AND b.platform = 'cli' AND b.user_id = :user
-    UNION
-    SELECT id, started_at FROM sessions WHERE :platform = 'cli' AND source = 'cli' AND user_id = :user
-"""
-
-
-def _params(ctx: CommandContext) -> dict[str, Any]:
-    return {"key": ctx.session_key, "platform": ctx.message.platform, "user": ctx.message.user_id}
+def _owner(ctx: CommandContext) -> ChatOwner:
+    return ChatOwner(ctx.session_key, ctx.message.platform, ctx.message.user_id)
 
 
 def _owned_ids(conn: sqlite3.Connection, ctx: CommandContext) -> list[str]:
-    rows = conn.execute(
-        f"SELECT id FROM ({_OWNED_SQL}) ORDER BY started_at DESC LIMIT {_OWNED_SCAN}", _params(ctx)
-    ).fetchall()
-    return [str(r[0]) for r in rows]
+    return ownership.owned_ids(conn, _owner(ctx), limit=_OWNED_SCAN)
 
 
 def _owns(conn: sqlite3.Connection, ctx: CommandContext, session_id: str) -> bool:
-    row = conn.execute(f"SELECT 1 FROM ({_OWNED_SQL}) WHERE id = :sid", {**_params(ctx), "sid": session_id})
-    return row.fetchone() is not None
-
-
-def _like_escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return ownership.owns(conn, _owner(ctx), session_id)
 
 
 def _owned_by_prefix(conn: sqlite3.Connection, ctx: CommandContext, prefix: str) -> list[str]:
     """Ids of this chat's sessions starting with ``prefix``, newest first (at most 11: enough
-    to list a few and say there are more). Filtered in SQL, so other people's sessions
-    sharing the prefix can neither crowd this chat's out nor show up."""
-    rows = conn.execute(
-        f"SELECT id FROM ({_OWNED_SQL}) WHERE id LIKE :like ESCAPE '\\' ORDER BY started_at DESC LIMIT 11",
-        {**_params(ctx), "like": _like_escape(prefix) + "%"},
-    ).fetchall()
-    return [str(r[0]) for r in rows]
+    to list a few and say there are more)."""
+    return ownership.owned_ids_by_prefix(conn, _owner(ctx), prefix, limit=11)
 
 
 def _owned_by_title(conn: sqlite3.Connection, ctx: CommandContext, title: str) -> str | None:
     """Like the store's title lookup (newest of a lineage for a bare name), among this chat's sessions."""
     base, _ = split_lineage_title(title)
-    found = conn.execute(
-        f"SELECT s.id, s.title, s.started_at FROM sessions s JOIN ({_OWNED_SQL}) o ON o.id = s.id "
-        "WHERE s.title = :base OR s.title = :title OR s.title LIKE :like ESCAPE '\\'",
-        {**_params(ctx), "base": base, "title": title, "like": _like_escape(base) + " #%"},
-    ).fetchall()
-    exact = [r for r in found if r["title"] == title]
+    found = ownership.owned_titled(conn, _owner(ctx), title, base)
+    exact = [r for r in found if r.title == title]
     if exact and title != base:
-        return str(exact[0]["id"])
-    lineage = [r for r in found if split_lineage_title(r["title"])[0] == base]
+        return exact[0].id
+    lineage = [r for r in found if split_lineage_title(r.title)[0] == base]
     if not lineage:
         return None
-    return str(max(lineage, key=lambda r: (split_lineage_title(r["title"])[1], r["started_at"]))["id"])
+    return max(lineage, key=lambda r: (split_lineage_title(r.title)[1], r.started_at)).id
 
 
 async def _may_use(ctx: CommandContext, session_id: str) -> bool:
@@ -130,9 +105,7 @@ async def _title_in_use(ctx: CommandContext, title: str) -> bool:
     """Whether a session already has this title. Queued titles reserve nothing (a
     chat that never writes again must not hold a name forever); if another session
     takes the name first, the user hears it with their first reply."""
-    row = await ctx.services.store.read(lambda c: c.execute("SELECT 1 FROM sessions WHERE title = ?",
-                                                            (title,)).fetchone())
-    return row is not None
+    return await ctx.services.store.read(lambda c: queries.title_in_use(c, title))
 
 
 def _conflict_reply(title: str, suggestion: str) -> str:

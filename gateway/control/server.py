@@ -46,7 +46,7 @@ from gateway.logs import redact
 from gateway.routing.services import Services
 from gateway.routing.session_key import build_session_key
 from gateway.status import status_snapshot
-from storage import _queries as queries
+from storage import queries
 from storage.errors import GatewayError, SessionNotFoundError
 
 __all__ = ["ControlServer", "GatewayView", "gateway_status"]
@@ -190,13 +190,8 @@ def _param(params: dict[str, Any], name: str, kind: type | tuple[type, ...], *, 
 
 
 def _recap_rows(conn: Any, session_id: str) -> list[dict[str, Any]]:
-    rows = conn.execute(
-        "SELECT role, content, tool_calls FROM messages WHERE session_id = ? AND role IN ('user', 'assistant') "
-        "ORDER BY id DESC LIMIT ?",
-        (session_id, _RECAP_MESSAGES * 3),
-    ).fetchall()
     recap: list[dict[str, Any]] = []
-    for row in reversed(rows):
+    for row in queries.recent_dialogue(conn, session_id, _RECAP_MESSAGES * 3):
         names: list[str] = []
         if row["tool_calls"]:
             with contextlib.suppress(ValueError, TypeError, AttributeError):
@@ -226,8 +221,7 @@ def _find_session(conn: Any, ref: str) -> str:
 
 
 def _latest_cli_session(conn: Any) -> str | None:
-    row = conn.execute("SELECT id FROM sessions WHERE source = 'cli' ORDER BY started_at DESC LIMIT 1").fetchone()
-    return None if row is None else str(row[0])
+    return queries.latest_session_id(conn, "cli")
 
 
 class ControlServer:

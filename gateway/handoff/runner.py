@@ -44,6 +44,7 @@ from gateway.routing.home_channels import HomeChannel
 from gateway.routing.services import Services
 from gateway.routing.session_index import PriorBinding
 from gateway.routing.session_key import build_session_key
+from storage import outbound
 from storage.errors import InvalidTitleError, TitleConflictError
 
 __all__ = ["HANDOFF_DONE_PREFIX", "HandoffRefusedError", "HandoffRunner", "TurnRunner"]
@@ -343,15 +344,9 @@ class HandoffRunner:
         return key, title, where
 
     async def _send_failure_reason(self, key: str, target: str) -> str:
-        row = await self._services.store.read(
-            lambda c: c.execute(
-                "SELECT error FROM gateway_outbound WHERE session_key = ? AND status = 'failed' "
-                "ORDER BY id DESC LIMIT 1",
-                (key,),
-            ).fetchone()
-        )
-        if row is not None and row["error"]:
-            return f"sending the summary to {target} failed ({row['error']})"
+        error = await self._services.store.read(lambda c: outbound.last_failure(c, key))
+        if error:
+            return f"sending the summary to {target} failed ({error})"
         return f"the agent could not write its summary in {target} (its error notice is there)"
 
     async def _ensure_title(self, session_id: str) -> str:

@@ -20,7 +20,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from storage import StateStore
+from storage import StateStore, inbound
 
 
 class Dedupe:
@@ -37,16 +37,11 @@ class Dedupe:
             return False
         self._in_flight.add(item)  # before the read: a copy arriving meanwhile is refused
         try:
-            seen = await self._store.read(
-                lambda c: c.execute(
-                    "SELECT 1 FROM gateway_inbound_seen WHERE platform = ? AND delivery_key = ?",
-                    (platform, delivery_key),
-                ).fetchone()
-            )
+            seen = await self._store.read(lambda c: inbound.seen(c, platform, delivery_key))
         except BaseException:
             self._in_flight.discard(item)
             raise
-        if seen is not None:
+        if seen:
             self._in_flight.discard(item)
             return False
         return True
@@ -56,10 +51,7 @@ class Dedupe:
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR IGNORE INTO gateway_inbound_seen (platform, delivery_key, seen_at) VALUES (?, ?, ?)",
-                (platform, delivery_key, now),
-            )
+            inbound.record(conn, platform, delivery_key, now=now)
 
         return op
 
@@ -76,6 +68,4 @@ class Dedupe:
 
     async def sweep(self) -> int:
         cutoff = time.time() - self._retention
-        return await self._store.write(
-            lambda c: c.execute("DELETE FROM gateway_inbound_seen WHERE seen_at < ?", (cutoff,)).rowcount
-        )
+        return await self._store.write(lambda c: inbound.sweep(c, seen_before=cutoff))

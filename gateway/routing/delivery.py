@@ -11,13 +11,12 @@ import asyncio
 import sqlite3
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
 
 from adapters.base import Adapter, OutboundMessage, SendKind
-from storage import StateStore
+from storage import PendingReply, StateStore, outbound
 
 if TYPE_CHECKING:
     from gateway.routing.metrics import GatewayMetrics
@@ -25,17 +24,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("hermes.delivery")
 
 RECOVERED_PREFIX = "↻ (recovered after a restart) "
-
-
-@dataclass(frozen=True)
-class PendingReply:
-    id: int
-    platform: str
-    chat_id: str
-    thread_id: str | None
-    reply_to: str | None
-    text: str
-    created_at: float
 
 
 def record_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: str | None,
@@ -46,12 +34,9 @@ def record_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: st
     answer is never stored without the obligation to deliver it, and the turn
     needs no commit of its own for it.
     """
-    cur = conn.execute(
-        "INSERT INTO gateway_outbound (session_key, session_id, platform, chat_id, thread_id, reply_to, "
-        "text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (session_key, session_id, out.platform, out.chat_id, out.thread_id, out.reply_to, out.text, time.time()),
-    )
-    return int(cur.lastrowid or 0)
+    return outbound.record(conn, session_key=session_key, session_id=session_id, platform=out.platform,
+                           chat_id=out.chat_id, thread_id=out.thread_id, reply_to=out.reply_to, text=out.text,
+                           now=time.time())
 
 
 class Delivery:
@@ -133,33 +118,18 @@ class Delivery:
 
     async def _mark(self, ledger_id: int, status: str, error: str | None = None) -> None:
         now = time.time()
-        await self._store.write(
-            lambda c: c.execute(
-                "UPDATE gateway_outbound SET status = ?, attempts = attempts + 1, error = ?, "
-                "sent_at = CASE WHEN ? IN ('sent', 'recovered') THEN ? ELSE sent_at END WHERE id = ?",
-                (status, error, status, now, ledger_id),
-            )
-        )
+        await self._store.write(lambda c: outbound.mark(c, ledger_id, status, error, now=now))
 
     async def recover(self, platform: str, max_age_seconds: float) -> int:
         """Send once more what a crash cut off; older leftovers are marked expired."""
         cutoff = time.time() - max_age_seconds
 
         def claim(conn: sqlite3.Connection) -> list[PendingReply]:
-            conn.execute(
-                "UPDATE gateway_outbound SET status = 'expired' WHERE platform = ? AND status = 'pending' "
-                "AND created_at < ?",
-                (platform, cutoff),
-            )
-            rows = conn.execute(
-                "SELECT id, platform, chat_id, thread_id, reply_to, text, created_at FROM gateway_outbound "
-                "WHERE platform = ? AND status = 'pending' ORDER BY id",
-                (platform,),
-            ).fetchall()
+            outbound.expire_pending(conn, platform, created_before=cutoff)
+            rows = outbound.pending(conn, platform)
             # Claimed before sending: a second crash must not send it twice.
-            conn.executemany("UPDATE gateway_outbound SET status = 'recovering' WHERE id = ?",
-                             [(r["id"],) for r in rows])
-            return [PendingReply(*tuple(r)) for r in rows]
+            outbound.mark_recovering(conn, [r.id for r in rows])
+            return rows
 
         pending = await self._store.write(claim)
         adapter = self._adapters.get(platform)

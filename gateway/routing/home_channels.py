@@ -3,12 +3,11 @@ sessions and other proactive messages land. Set with /sethome, kept in state.db.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from dataclasses import dataclass
 
 from adapters.base import ChatType
-from storage import StateStore
+from storage import HomeChannelRow, StateStore, home_channels
 
 __all__ = ["HomeChannel", "HomeChannels"]
 
@@ -23,15 +22,14 @@ class HomeChannel:
     updated_at: float
 
 
-def _row_to_home(row: sqlite3.Row | None) -> HomeChannel | None:
+def _row_to_home(row: HomeChannelRow | None) -> HomeChannel | None:
     if row is None:
         return None
     try:
-        chat_type = ChatType(row["chat_type"] or ChatType.DM)
+        chat_type = ChatType(row.chat_type or ChatType.DM)
     except ValueError:  # written by a newer version: the safest reading
         chat_type = ChatType.GROUP
-    return HomeChannel(row["platform"], row["chat_id"], row["thread_id"], chat_type, row["set_by"],
-                       float(row["updated_at"]))
+    return HomeChannel(row.platform, row.chat_id, row.thread_id, chat_type, row.set_by, row.updated_at)
 
 
 class HomeChannels:
@@ -39,26 +37,13 @@ class HomeChannels:
         self._store = store
 
     async def get(self, platform: str) -> HomeChannel | None:
-        return await self._store.read(
-            lambda c: _row_to_home(c.execute(
-                "SELECT platform, chat_id, thread_id, chat_type, set_by, updated_at "
-                "FROM gateway_home_channels WHERE platform = ?",
-                (platform,),
-            ).fetchone())
-        )
+        return await self._store.read(lambda c: _row_to_home(home_channels.get(c, platform)))
 
     async def set(self, platform: str, chat_id: str, thread_id: str | None, chat_type: ChatType,
                   set_by: str | None) -> HomeChannel:
         now = time.time()
         await self._store.write(
-            lambda c: c.execute(
-                """
-                INSERT INTO gateway_home_channels (platform, chat_id, thread_id, chat_type, set_by, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT(platform) DO UPDATE SET chat_id = excluded.chat_id, thread_id = excluded.thread_id,
-                    chat_type = excluded.chat_type, set_by = excluded.set_by, updated_at = excluded.updated_at
-                """,
-                (platform, chat_id, thread_id, str(chat_type), set_by, now),
-            )
+            lambda c: home_channels.put(c, platform, chat_id=chat_id, thread_id=thread_id, chat_type=str(chat_type),
+                                        set_by=set_by, now=now)
         )
         return HomeChannel(platform, chat_id, thread_id, chat_type, set_by, now)

@@ -11,14 +11,12 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import structlog
 
 from adapters.base import InboundMessage
 from gateway.config import SessionResetConfig
-from storage import StateStore, new_session_id
-from storage import _ops as ops
+from storage import IndexEntry, StateStore, bindings, new_session_id, ops
 from storage.errors import InvalidTitleError, TitleConflictError
 
 log = structlog.get_logger("hermes.session_index")
@@ -63,54 +61,26 @@ def reset_reason(policy: SessionResetConfig, last_active: float, now: float) -> 
     return None
 
 
-def _lookup(conn: sqlite3.Connection, key: str) -> dict[str, Any] | None:
-    row = conn.execute(
-        "SELECT i.session_id, i.updated_at, s.id AS live_id, s.ended_at, "
-        "(SELECT MAX(m.timestamp) FROM messages m WHERE m.session_id = i.session_id) AS last_message_at "
-        "FROM gateway_session_index i LEFT JOIN sessions s ON s.id = i.session_id "
-        "WHERE i.session_key = ?",
-        (key,),
-    ).fetchone()
-    return None if row is None else dict(zip(row.keys(), tuple(row), strict=True))
+def _live(row: IndexEntry | None) -> bool:
+    return row is not None and row.session_exists and row.ended_at is None
 
 
-def _live(row: dict[str, Any] | None) -> bool:
-    return row is not None and row["live_id"] is not None and row["ended_at"] is None
-
-
-def _last_active(row: dict[str, Any]) -> float:
+def _last_active(row: IndexEntry) -> float:
     """The later of the last message and the moment the key was (re)bound, so a
     session just resumed with /resume is not immediately idle. Derived from
     data, so an ordinary turn needs no write to keep it current."""
-    return max(float(row["updated_at"]), float(row["last_message_at"] or 0.0))
+    return max(row.updated_at, row.last_message_at or 0.0)
 
 
 def _bind(conn: sqlite3.Connection, key: str, session_id: str, msg: InboundMessage | None, now: float) -> None:
-    conn.execute(
-        """
-        INSERT INTO gateway_session_index
-            (session_key, session_id, platform, chat_id, chat_type, thread_id, user_id, created_at, updated_at)
-        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT(session_key) DO UPDATE SET session_id = excluded.session_id, updated_at = excluded.updated_at
-        """,
-        (
-            key,
-            session_id,
-            _platform_of(key, msg),
-            msg.chat_id if msg else None,
-            str(msg.chat_type) if msg else None,
-            msg.thread_id if msg else None,
-            msg.user_id if msg else None,
-            now,
-            now,
-        ),
-    )
-    # Remembered for good, so /resume can tell which chats a session belongs to
-    # after the key moved on (/new, /handoff).
-    conn.execute(
-        "INSERT OR IGNORE INTO gateway_session_bindings (session_key, session_id, platform, user_id, first_bound_at) "
-        "VALUES (?, ?, ?, ?, ?)",
-        (key, session_id, _platform_of(key, msg), msg.user_id if msg else None, now),
+    bindings.bind(
+        conn, key, session_id,
+        platform=_platform_of(key, msg),
+        chat_id=msg.chat_id if msg else None,
+        chat_type=str(msg.chat_type) if msg else None,
+        thread_id=msg.thread_id if msg else None,
+        user_id=msg.user_id if msg else None,
+        now=now,
     )
 
 
@@ -132,15 +102,12 @@ def rebind_in_transaction(conn: sqlite3.Connection, key: str, session_id: str) -
 def _apply_pending_title(conn: sqlite3.Connection, key: str, session_id: str, now: float) -> str | None:
     """A title set with /title before the session existed is applied as it is created.
     Returns what to tell the user when it could not be (they were told it was saved)."""
-    row = conn.execute(
-        "SELECT title FROM gateway_pending_titles WHERE session_key = ? AND created_at >= ?",
-        (key, now - PENDING_TITLE_TTL),
-    ).fetchone()
-    conn.execute("DELETE FROM gateway_pending_titles WHERE session_key = ?", (key,))
-    if row is None:
+    title = bindings.pending_title(conn, key, queued_since=now - PENDING_TITLE_TTL)
+    bindings.forget_pending_title(conn, key)
+    if title is None:
         return None
     try:
-        ops.set_session_title(conn, session_id, row["title"])
+        ops.set_session_title(conn, session_id, title)
     except TitleConflictError as exc:
         # Queued titles reserve nothing: another session took it first. The session
         # starts untitled rather than not at all, and the user hears why.
@@ -165,44 +132,44 @@ class SessionIndex:
 
     async def current(self, key: str) -> str | None:
         """The live session bound to a key, without creating one."""
-        row = await self._store.read(lambda c: _lookup(c, key))
-        if row is None or row["live_id"] is None or row["ended_at"] is not None:
+        row = await self._store.read(lambda c: bindings.lookup(c, key))
+        if row is None or not row.session_exists or row.ended_at is not None:
             return None
-        return str(row["session_id"])
+        return row.session_id
 
     async def due_reset(self, key: str) -> str | None:
         """The bound session if the reset policy is about to rotate it (so the
         agent can get one turn to save memories first)."""
         if self._policy.mode == "none":
             return None
-        row = await self._store.read(lambda c: _lookup(c, key))
+        row = await self._store.read(lambda c: bindings.lookup(c, key))
         if row is None or not _live(row):
             return None
         if reset_reason(self._policy, _last_active(row), time.time()) is None:
             return None
-        return str(row["session_id"])
+        return row.session_id
 
     async def resolve(self, key: str, msg: InboundMessage, *, model: str | None = None) -> Binding:
         """The session for this message: the bound one, or a new one when there is
         none, it ended or vanished, or the reset policy says its time is up."""
         now = time.time()
         # The common case, a live session with no reset due, is a read.
-        current = await self._store.read(lambda c: _lookup(c, key))
+        current = await self._store.read(lambda c: bindings.lookup(c, key))
         if current is not None and _live(current) and reset_reason(self._policy, _last_active(current), now) is None:
-            return Binding(key, str(current["session_id"]), created=False)
+            return Binding(key, current.session_id, created=False)
 
         def op(conn: sqlite3.Connection) -> Binding:
-            row = _lookup(conn, key)  # again, under the write lock
+            row = bindings.lookup(conn, key)  # again, under the write lock
             previous: str | None = None
             reason: str | None = None
             if row is not None and _live(row):
                 reason = reset_reason(self._policy, _last_active(row), now)
                 if reason is None:
-                    return Binding(key, str(row["session_id"]), created=False)
-                previous = str(row["session_id"])
+                    return Binding(key, row.session_id, created=False)
+                previous = row.session_id
                 ops.end_session(conn, previous, f"session_reset:{reason}", at=now)
             elif row is not None:
-                previous = str(row["session_id"])  # stale: ended or deleted elsewhere
+                previous = row.session_id  # stale: ended or deleted elsewhere
             session_id = _new_id(msg)
             ops.create_session(conn, session_id, msg.platform, model=model, user_id=msg.user_id, started_at=now)
             _bind(conn, key, session_id, msg, now)
@@ -228,11 +195,11 @@ class SessionIndex:
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> Binding:
-            row = _lookup(conn, key)
+            row = bindings.lookup(conn, key)
             previous = None
-            if row is not None and row["live_id"] is not None:
-                previous = str(row["session_id"])
-                if row["ended_at"] is None:
+            if row is not None and row.session_exists:
+                previous = row.session_id
+                if row.ended_at is None:
                     ops.end_session(conn, previous, end_reason, at=now)
             session_id = _new_id(msg)
             ops.create_session(conn, session_id, msg.platform, model=model, user_id=msg.user_id, started_at=now)
@@ -245,11 +212,7 @@ class SessionIndex:
     async def unbind(self, key: str, session_id: str) -> bool:
         """Detach a key from a session (the source of a finished /handoff), only if
         it still points there; its next message starts a fresh session."""
-        return bool(await self._store.write(
-            lambda c: c.execute(
-                "DELETE FROM gateway_session_index WHERE session_key = ? AND session_id = ?", (key, session_id)
-            ).rowcount
-        ))
+        return bool(await self._store.write(lambda c: bindings.unbind(c, key, session_id)))
 
     async def queue_title(self, key: str, title: str) -> None:
         """Hold a title for the session this key has not started yet. It reserves
@@ -258,29 +221,18 @@ class SessionIndex:
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> None:
-            conn.execute("DELETE FROM gateway_pending_titles WHERE created_at < ?", (now - PENDING_TITLE_TTL,))
-            conn.execute(
-                "INSERT INTO gateway_pending_titles (session_key, title, created_at) VALUES (?, ?, ?) "
-                "ON CONFLICT(session_key) DO UPDATE SET title = excluded.title, created_at = excluded.created_at",
-                (key, title, now),
-            )
+            bindings.sweep_pending_titles(conn, queued_before=now - PENDING_TITLE_TTL)
+            bindings.queue_title(conn, key, title, now=now)
 
         await self._store.write(op)
 
     async def pending_title(self, key: str) -> str | None:
         cutoff = time.time() - PENDING_TITLE_TTL
-        row = await self._store.read(
-            lambda c: c.execute(
-                "SELECT title FROM gateway_pending_titles WHERE session_key = ? AND created_at >= ?", (key, cutoff)
-            ).fetchone()
-        )
-        return None if row is None else str(row["title"])
+        return await self._store.read(lambda c: bindings.pending_title(c, key, queued_since=cutoff))
 
     async def forget_pending_title(self, key: str) -> None:
         """Drop a queued title whose chat ended (a terminal chat closes with its connection)."""
-        await self._store.write(
-            lambda c: c.execute("DELETE FROM gateway_pending_titles WHERE session_key = ?", (key,))
-        )
+        await self._store.write(lambda c: bindings.forget_pending_title(c, key))
 
     # ------------------------------------------------------------- handoff
 
@@ -289,17 +241,13 @@ class SessionIndex:
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> PriorBinding:
-            row = conn.execute(
-                "SELECT session_id, updated_at FROM gateway_session_index WHERE session_key = ?", (key,)
-            ).fetchone()
-            remembered = conn.execute(
-                "SELECT 1 FROM gateway_session_bindings WHERE session_key = ? AND session_id = ?", (key, session_id)
-            ).fetchone() is not None
+            bound = bindings.bound_session(conn, key)
+            remembered = bindings.was_bound(conn, key, session_id)
             ops.reopen_session(conn, session_id)
             _bind(conn, key, session_id, msg, now)
-            if row is None:
+            if bound is None:
                 return PriorBinding(None, None, remembered)
-            return PriorBinding(str(row["session_id"]), float(row["updated_at"]), remembered)
+            return PriorBinding(bound[0], bound[1], remembered)
 
         return await self._store.write(op)
 
@@ -309,17 +257,9 @@ class SessionIndex:
 
         def op(conn: sqlite3.Connection) -> bool:
             if not prior.remembered:  # this chat never had the session: it gains no claim on it
-                conn.execute("DELETE FROM gateway_session_bindings WHERE session_key = ? AND session_id = ?",
-                             (key, session_id))
+                bindings.forget_binding(conn, key, session_id)
             if prior.session_id is None:
-                cur = conn.execute("DELETE FROM gateway_session_index WHERE session_key = ? AND session_id = ?",
-                                   (key, session_id))
-            else:
-                cur = conn.execute(
-                    "UPDATE gateway_session_index SET session_id = ?, updated_at = ? "
-                    "WHERE session_key = ? AND session_id = ?",
-                    (prior.session_id, prior.updated_at, key, session_id),
-                )
-            return cur.rowcount == 1
+                return bindings.unbind(conn, key, session_id)
+            return bindings.repoint(conn, key, session_id, prior.session_id, prior.updated_at)
 
         return bool(await self._store.write(op))

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-import storage._migrate as migrate_module
+import storage.sqlite._migrate as migrate_module
 from storage import MigrationReport, SchemaError, StateStore, WriterSettings, latest_version
 
 from . import legacy

@@ -13,8 +13,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from ._text import clean_title, split_lineage_title
-from .errors import SessionNotFoundError, TitleConflictError
+from .._text import clean_title, split_lineage_title
+from ..errors import SessionNotFoundError, TitleConflictError
+from ._queries import prunable_session_ids
 
 _USAGE_FIELDS = (
     "input_tokens",
@@ -276,14 +277,7 @@ def prune_sessions(
     conn: sqlite3.Connection, older_than_days: float = 90, source: str | None = None, *, now: float | None = None
 ) -> int:
     """Delete ended sessions that started more than N days ago. Active ones never."""
-    cutoff = (time.time() if now is None else now) - older_than_days * 86400.0
-    sql = "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND started_at < ?"
-    params: list[Any] = [cutoff]
-    if source:
-        sql += " AND source = ?"
-        params.append(source)
-    ids = [row[0] for row in conn.execute(sql, params)]
-    return _delete_sessions(conn, ids)
+    return _delete_sessions(conn, prunable_session_ids(conn, older_than_days, source, now=now))
 
 
 def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:

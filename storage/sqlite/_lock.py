@@ -11,7 +11,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from .errors import StorageLockedError
+from ..errors import StorageLockedError
 
 
 def lock_path_for(db_path: Path) -> Path:

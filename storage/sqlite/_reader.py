@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from ..errors import StorageClosedError, StorageError
 from ._connection import open_readonly_connection
-from .errors import StorageClosedError, StorageError
 
 T = TypeVar("T")
 

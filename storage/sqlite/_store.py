@@ -5,45 +5,22 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 import structlog
 
-from . import _ops, _queries
+from .._model import AutoPruneSettings, is_scaffolding
+from . import _ops, _queries, _search
 from ._reader import Reader
-from ._writer import Writer, WriterSettings
+from ._writer import Writer
+from ._writer_stats import WriterSettings
 
 T = TypeVar("T")
 log = structlog.get_logger("hermes.storage")
 
 AUTO_PRUNE_META_KEY = "last_auto_prune"
-
-
-@dataclass(frozen=True)
-class AutoPruneSettings:
-    """``sessions.*`` in config.yaml; off by default (history powers search)."""
-
-    auto_prune: bool = False
-    retention_days: float = 90
-    vacuum_after_prune: bool = True
-    min_interval_hours: float = 24
-
-
-def is_scaffolding(message: Mapping[str, Any]) -> bool:
-    """An assistant message with nothing in it: no text, no tool calls, no reasoning of any kind.
-
-    Such messages are placeholders of an unfinished step; they are never persisted.
-    """
-    if message.get("role") != "assistant":
-        return False
-    content = message.get("content")
-    has_text = bool(content.strip()) if isinstance(content, str) else bool(content)
-    payload = ("tool_calls", "reasoning", "reasoning_content", "reasoning_details",
-               "codex_reasoning_items", "codex_message_items")
-    return not (has_text or any(message.get(key) for key in payload))
 
 
 class StateStore:
@@ -150,11 +127,8 @@ class StateStore:
         """The session row and its history in OpenAI format, from one read snapshot."""
 
         def read(conn: sqlite3.Connection) -> tuple[dict[str, Any] | None, list[dict[str, Any]]]:
-            conn.execute("BEGIN")  # one snapshot for both queries
-            try:
+            with _queries.snapshot(conn):
                 return _queries.get_session(conn, session_id), _queries.get_messages_as_conversation(conn, session_id)
-            finally:
-                conn.execute("COMMIT")
 
         return await self.read(read)
 
@@ -181,13 +155,13 @@ class StateStore:
     # ------------------------------------------------------------------- search
 
     async def search_messages(self, query: str, **kwargs: Any) -> list[dict[str, Any]]:
-        return await self.read(partial(_queries.search_messages, query=query, **kwargs))
+        return await self.read(partial(_search.search_messages, query=query, **kwargs))
 
     async def search_sessions(self, query: str, **kwargs: Any) -> list[dict[str, Any]]:
-        return await self.read(partial(_queries.search_sessions, query=query, **kwargs))
+        return await self.read(partial(_search.search_sessions, query=query, **kwargs))
 
     async def messages_around(self, session_id: str, around_message_id: int, window: int = 10) -> dict[str, Any]:
-        return await self.read(partial(_queries.messages_around, session_id=session_id,
+        return await self.read(partial(_search.messages_around, session_id=session_id,
                                        around_message_id=around_message_id, window=window))
 
     async def lineage_ancestors(self, session_id: str) -> list[dict[str, Any]]:

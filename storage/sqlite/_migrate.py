@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
+from ..errors import SchemaError
 from ._schema import (
     BASE_TABLES_DDL,
     FTS_DDL,
@@ -22,7 +23,6 @@ from ._schema import (
     SESSION_COLUMNS,
     latest_version,
 )
-from .errors import SchemaError
 
 _FTS_TABLES = ("messages_fts", "messages_fts_trigram")
 

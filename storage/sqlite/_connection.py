@@ -1,10 +1,13 @@
-"""Opening connections to state.db: one writer, any number of read-only readers."""
+"""Opening connections to state.db: one writer, any number of read-only readers;
+and the quick integrity check ``doctor`` runs on one."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 from urllib.parse import quote
+
+from ..errors import StorageError
 
 # WAL growth is bounded by our own checkpoints; this caps what SQLite leaves
 # on disk after a checkpoint resets the log.
@@ -46,3 +49,18 @@ def open_readonly_connection(path: Path, *, busy_timeout_ms: int = 5000) -> sqli
     conn.row_factory = sqlite3.Row
     conn.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
     return conn
+
+
+def quick_check(path: Path) -> list[str]:
+    """``PRAGMA quick_check`` on a read-only connection: ``["ok"]``, or the problems found.
+
+    Raises StorageError when the file cannot be read as a database at all.
+    """
+    try:
+        conn = open_readonly_connection(path)
+        try:
+            return [str(r[0]) for r in conn.execute("PRAGMA quick_check").fetchall()]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StorageError(str(exc)) from exc

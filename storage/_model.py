@@ -1,0 +1,105 @@
+"""What every storage backend shares: the rows of the gateway's tables as the
+store hands them out, the auto-prune settings, and which messages are stored."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class AutoPruneSettings:
+    """``sessions.*`` in config.yaml; off by default (history powers search)."""
+
+    auto_prune: bool = False
+    retention_days: float = 90
+    vacuum_after_prune: bool = True
+    min_interval_hours: float = 24
+
+
+def is_scaffolding(message: Mapping[str, Any]) -> bool:
+    """An assistant message with nothing in it: no text, no tool calls, no reasoning of any kind.
+
+    Such messages are placeholders of an unfinished step; they are never persisted.
+    """
+    if message.get("role") != "assistant":
+        return False
+    content = message.get("content")
+    has_text = bool(content.strip()) if isinstance(content, str) else bool(content)
+    payload = ("tool_calls", "reasoning", "reasoning_content", "reasoning_details",
+               "codex_reasoning_items", "codex_message_items")
+    return not (has_text or any(message.get(key) for key in payload))
+
+
+# ------------------------------------------------------- the gateway's tables
+
+
+@dataclass(frozen=True)
+class IndexEntry:
+    """A routing-index entry and what is known of the session it points at."""
+
+    session_id: str
+    #: when the key was (re)bound to the session
+    updated_at: float
+    #: False when the session was deleted since (the entry is stale)
+    session_exists: bool
+    ended_at: float | None
+    last_message_at: float | None
+
+
+@dataclass(frozen=True)
+class ChatOwner:
+    """A chat asking which sessions are its own: its session key, platform and the user writing."""
+
+    session_key: str
+    platform: str
+    user_id: str | None
+
+
+@dataclass(frozen=True)
+class SessionTitle:
+    """A titled session, as title lookups see it."""
+
+    id: str
+    title: str
+    started_at: float
+
+
+@dataclass(frozen=True)
+class PendingReply:
+    """An outbox row not yet marked sent: what a crash may have cut off."""
+
+    id: int
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    reply_to: str | None
+    text: str
+    created_at: float
+
+
+@dataclass(frozen=True)
+class HandoffRow:
+    id: int
+    session_id: str
+    source_key: str
+    source_platform: str
+    target_platform: str
+    state: str
+    error: str | None
+    target_chat_id: str | None
+    target_thread_id: str | None
+    target_key: str | None
+
+
+@dataclass(frozen=True)
+class HomeChannelRow:
+    """A platform's home channel as stored; ``chat_type`` is the adapter's ChatType value."""
+
+    platform: str
+    chat_id: str
+    thread_id: str | None
+    chat_type: str | None
+    set_by: str | None
+    updated_at: float

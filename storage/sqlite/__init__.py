@@ -1,0 +1,68 @@
+"""The SQLite backend: state.db, the reference schema v11 plus the gateway's
+tables, behind one writer task and read-only readers.
+
+By job:
+
+- ``_connection``, ``_lock``: opening the file (WAL, pragmas); the sidecar
+  lock that makes one process its only writer.
+- ``_schema``, ``_migrate``: the DDL and the upgrade of any older database.
+- ``_writer`` (the event loop's side), ``_committer`` (the writer thread's:
+  transactions, replays, checkpoints), ``_writer_stats``; ``_reader``.
+- ``_store``: ``StateStore``, the async door the rest of the code uses.
+- ``_ops`` (writes), ``_queries`` (reads), ``_search``, ``_search_plan``,
+  ``_fts``: sessions and messages.
+- ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``,
+  ``_home_channels``: the gateway's tables.
+
+Every function of a connection runs inside whatever transaction the caller
+opened (``StateStore.write`` gives it the writer's), so callers compose them
+into one atomic write. The modules are private; ``storage`` re-exports what
+other packages use.
+"""
+
+from . import _bindings as bindings
+from . import _handoffs as handoffs
+from . import _home_channels as home_channels
+from . import _inbound as inbound
+from . import _ops as ops
+from . import _outbound as outbound
+from . import _ownership as ownership
+from . import _queries as queries
+from . import _search as search
+from ._connection import open_readonly_connection, quick_check
+from ._fts import sanitize_fts5_query
+from ._lock import WriterLock, lock_path_for, read_holder_pid
+from ._migrate import MigrationReport, check_sqlite_features
+from ._reader import Reader
+from ._schema import REFERENCE_VERSION, latest_version
+from ._store import StateStore
+from ._writer import Writer
+from ._writer_stats import CheckpointResult, WriterSettings, WriterStats
+
+__all__ = [
+    "REFERENCE_VERSION",
+    "CheckpointResult",
+    "MigrationReport",
+    "Reader",
+    "StateStore",
+    "Writer",
+    "WriterLock",
+    "WriterSettings",
+    "WriterStats",
+    "bindings",
+    "check_sqlite_features",
+    "handoffs",
+    "home_channels",
+    "inbound",
+    "latest_version",
+    "lock_path_for",
+    "open_readonly_connection",
+    "ops",
+    "outbound",
+    "ownership",
+    "queries",
+    "quick_check",
+    "read_holder_pid",
+    "sanitize_fts5_query",
+    "search",
+]

@@ -1,0 +1,63 @@
+"""Which sessions a chat may see and resume: those it has lived in.
+
+A session belongs to every session key it was ever bound to
+(``gateway_session_bindings``). On the terminal (platform ``cli``), where each
+connection is a new chat, the owner is the login instead: a terminal owns the
+sessions that lived in any terminal of the same user, and the cli sessions
+that user started. ``gateway.commands.sessions`` explains why.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from .._model import ChatOwner, SessionTitle
+from ._rows import escape_like
+
+_OWNED_SQL = """
+    SELECT s.id, s.started_at FROM gateway_session_bindings b JOIN sessions s ON s.id = b.session_id
+    WHERE b.session_key = :key
+    UNION
+    SELECT s.id, s.started_at FROM gateway_session_bindings b JOIN sessions s ON s.id = b.session_id
+    WHERE :platform = 'cli' AND b.platform = 'cli' AND b.user_id = :user
+    UNION
+    SELECT id, started_at FROM sessions WHERE :platform = 'cli' AND source = 'cli' AND user_id = :user
+"""
+
+
+def _params(chat: ChatOwner) -> dict[str, Any]:
+    return {"key": chat.session_key, "platform": chat.platform, "user": chat.user_id}
+
+
+def owned_ids(conn: sqlite3.Connection, chat: ChatOwner, *, limit: int) -> list[str]:
+    """The chat's sessions, newest first."""
+    rows = conn.execute(
+        f"SELECT id FROM ({_OWNED_SQL}) ORDER BY started_at DESC LIMIT {int(limit)}", _params(chat)
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def owns(conn: sqlite3.Connection, chat: ChatOwner, session_id: str) -> bool:
+    row = conn.execute(f"SELECT 1 FROM ({_OWNED_SQL}) WHERE id = :sid", {**_params(chat), "sid": session_id})
+    return row.fetchone() is not None
+
+
+def owned_ids_by_prefix(conn: sqlite3.Connection, chat: ChatOwner, prefix: str, *, limit: int = 11) -> list[str]:
+    """Ids of the chat's sessions starting with ``prefix``, newest first. Filtered in SQL, so
+    other people's sessions sharing the prefix can neither crowd the chat's out nor show up."""
+    rows = conn.execute(
+        f"SELECT id FROM ({_OWNED_SQL}) WHERE id LIKE :like ESCAPE '\\' ORDER BY started_at DESC LIMIT {int(limit)}",
+        {**_params(chat), "like": escape_like(prefix) + "%"},
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def owned_titled(conn: sqlite3.Connection, chat: ChatOwner, title: str, base: str) -> list[SessionTitle]:
+    """The chat's sessions titled ``title``, ``base`` or ``base #<n>`` (a title's lineage)."""
+    rows = conn.execute(
+        f"SELECT s.id, s.title, s.started_at FROM sessions s JOIN ({_OWNED_SQL}) o ON o.id = s.id "
+        "WHERE s.title = :base OR s.title = :title OR s.title LIKE :like ESCAPE '\\'",
+        {**_params(chat), "base": base, "title": title, "like": escape_like(base) + " #%"},
+    ).fetchall()
+    return [SessionTitle(str(r["id"]), str(r["title"]), float(r["started_at"])) for r in rows]

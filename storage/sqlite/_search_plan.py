@@ -1,0 +1,100 @@
+"""How a search runs: an FTS5 table and its query, or a LIKE scan, plus the filters."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._fts import has_cjk, sanitize_fts5_query
+from ._rows import escape_like as _escape_like
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How to run one search: an FTS table and its query, or (for one- and
+    two-character CJK terms, which no index serves) a boolean LIKE expression."""
+
+    table: str | None
+    fts_query: str
+    like_sql: str = ""
+    like_params: tuple[str, ...] = ()
+    first_term: str = ""
+
+
+_PLAN_TOKEN = re.compile(r'"(?P<term>[^"]*)"(?P<prefix>\*?)|(?P<op>AND|OR|NOT)')
+
+
+def like_plan(cleaned: str) -> Plan:
+    parts: list[str] = []
+    params: list[str] = []
+    first = ""
+    for m in _PLAN_TOKEN.finditer(cleaned):
+        op = m.group("op")
+        if op is not None:
+            parts.append({"AND": "AND", "OR": "OR", "NOT": "AND NOT"}[op])
+            continue
+        term = m.group("term")
+        first = first or term
+        if parts and parts[-1] not in ("AND", "OR", "AND NOT"):
+            parts.append("AND")  # implicit AND between adjacent terms
+        pattern = f"%{_escape_like(term)}%"
+        parts.append(
+            # COALESCE: a NULL column must read as "no match", or NOT would drop the row.
+            "(COALESCE(m.content, '') LIKE ? ESCAPE '\\' OR COALESCE(m.tool_name, '') LIKE ? ESCAPE '\\'"
+            " OR COALESCE(m.tool_calls, '') LIKE ? ESCAPE '\\')"
+        )
+        params += [pattern, pattern, pattern]
+    return Plan(None, cleaned, " ".join(parts), tuple(params), first)
+
+
+def fts_plan(query: str) -> Plan | None:
+    """None when nothing searchable is left after sanitizing."""
+    cleaned = sanitize_fts5_query(query)
+    if not cleaned:
+        return None
+    if not has_cjk(query):
+        return Plan("messages_fts", cleaned)
+    # The default tokenizer cannot split CJK text into words; the trigram
+    # index finds any substring of three or more characters. Shorter CJK
+    # terms match nothing there, so such queries scan with LIKE instead.
+    terms = [m.group("term") for m in _PLAN_TOKEN.finditer(cleaned) if m.group("term") is not None]
+    if any(len(t) < 3 for t in terms):
+        return like_plan(cleaned)
+    return Plan("messages_fts_trigram", cleaned)
+
+
+def filters(
+    source_filter: Sequence[str] | None,
+    exclude_sources: Sequence[str] | None,
+    role_filter: Sequence[str] | None,
+    exclude_session_ids: Sequence[str] | None = None,
+) -> tuple[str, list[Any]]:
+    sql = ""
+    params: list[Any] = []
+    if source_filter:
+        sql += f" AND s.source IN ({','.join('?' * len(source_filter))})"
+        params.extend(source_filter)
+    if exclude_sources:
+        sql += f" AND s.source NOT IN ({','.join('?' * len(exclude_sources))})"
+        params.extend(exclude_sources)
+    if role_filter:
+        sql += f" AND m.role IN ({','.join('?' * len(role_filter))})"
+        params.extend(role_filter)
+    if exclude_session_ids:
+        sql += f" AND m.session_id NOT IN ({','.join('?' * len(exclude_session_ids))})"
+        params.extend(exclude_session_ids)
+    return sql, params
+
+
+def like_snippet(content: str, term: str, width: int = 40) -> str:
+    at = content.find(term)
+    if at < 0:
+        return content[: width * 2]
+    start, end = max(0, at - width), min(len(content), at + len(term) + width)
+    return (
+        ("..." if start else "")
+        + content[start:at] + ">>>" + term + "<<<" + content[at + len(term) : end]
+        + ("..." if end < len(content) else "")
+    )

@@ -1,0 +1,51 @@
+"""The writer's settings and its counters (what /status and the metrics show)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+CheckpointMode = Literal["PASSIVE", "TRUNCATE"]
+
+
+@dataclass(frozen=True)
+class WriterSettings:
+    batch_limit: int = 512
+    queue_limit: int = 10_000
+    checkpoint_every_commits: int = 50
+    checkpoint_every_seconds: float = 30.0
+    idle_truncate_after: float = 1.0
+    busy_timeout_ms: int = 50
+    busy_retry_budget: float = 15.0
+    synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    take_lock: bool = True
+
+
+@dataclass
+class CheckpointResult:
+    mode: str
+    busy: int
+    log_frames: int
+    checkpointed_frames: int
+    at: float
+
+
+@dataclass
+class WriterStats:
+    """Counters for /status and metrics. Read from the event loop only."""
+
+    submitted: int = 0
+    committed_ops: int = 0
+    failed_ops: int = 0
+    commits: int = 0
+    replays: int = 0
+    busy_retries: int = 0
+    busy_failures: int = 0
+    full_failures: int = 0
+    checkpoints: dict[str, int] = field(default_factory=lambda: {"PASSIVE": 0, "TRUNCATE": 0})
+    last_checkpoint: CheckpointResult | None = None
+    max_batch: int = 0
+    recent_batch_sizes: deque[int] = field(default_factory=lambda: deque(maxlen=1024))
+    recent_commit_ms: deque[float] = field(default_factory=lambda: deque(maxlen=1024))
+    queue_depth: int = 0
