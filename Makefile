@@ -24,12 +24,14 @@ run: $(STAMP)
 
 lint: $(DEVSTAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 typecheck: $(DEVSTAMP)
 	$(BIN)/mypy storage core gateway adapters
 
 test: $(DEVSTAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy storage core gateway adapters
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
