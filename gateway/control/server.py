@@ -28,11 +28,8 @@ import importlib
 import itertools
 import json
 import os
-import pwd
 import socket
 import stat
-import struct
-from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,13 +38,22 @@ import structlog
 from adapters.base import Disposition, InboundMessage
 from adapters.cli import ChatGoneError, CliAdapter
 from gateway.control.client import MAX_REQUEST_BYTES, socket_path
+from gateway.control.wire import (
+    Connection,
+    Op,
+    find_session,
+    latest_cli_session,
+    param,
+    peer_user,
+    read_lines,
+    recap_rows,
+)
 from gateway.errors import ConfigError, RequestError
 from gateway.logs import redact
 from gateway.routing.services import Services
 from gateway.routing.session_key import build_session_key
 from gateway.status import status_snapshot
-from storage import queries
-from storage.errors import GatewayError, SessionNotFoundError
+from storage.errors import GatewayError
 
 __all__ = ["ControlServer", "GatewayView", "gateway_status"]
 
@@ -55,9 +61,6 @@ log = structlog.get_logger("hermes.control")
 
 # sockaddr_un.sun_path is 108 bytes including the terminating NUL on Linux
 _MAX_SOCKET_PATH = 107
-_WRITE_TIMEOUT = 30.0
-_RECAP_MESSAGES = 6
-_RECAP_CHARS = 300
 
 
 
@@ -73,155 +76,6 @@ class GatewayView(Protocol):
 def gateway_status(gateway: GatewayView) -> dict[str, Any]:
     # The very snapshot gateway.state.json holds: `hermes-gateway status` reads alike from either source.
     return status_snapshot(gateway)
-
-
-# ------------------------------------------------------------------ the wire
-
-
-async def _lines(reader: asyncio.StreamReader, limit: int) -> AsyncIterator[bytes | None]:
-    """Request lines; None once for every line longer than ``limit`` (skipped, not buffered)."""
-    buf = bytearray()
-    skipping = False
-    while True:
-        chunk = await reader.read(65536)
-        if not chunk:
-            if buf and not skipping:
-                yield bytes(buf)
-            return
-        start = 0
-        while True:
-            nl = chunk.find(b"\n", start)
-            if nl < 0:
-                if not skipping:
-                    buf += chunk[start:]
-                    if len(buf) > limit:
-                        buf.clear()
-                        skipping = True
-                        yield None
-                break
-            if skipping:
-                skipping = False
-            else:
-                buf += chunk[start:nl]
-                if len(buf) > limit:
-                    yield None
-                elif buf.strip():
-                    yield bytes(buf)
-                buf.clear()
-            start = nl + 1
-
-
-def _peer_user(writer: asyncio.StreamWriter) -> str:
-    """The login name of the process at the other end (the socket is 0600: the owner or root)."""
-    sock = writer.get_extra_info("socket")
-    uid = os.getuid()
-    peercred = getattr(socket, "SO_PEERCRED", None)
-    if sock is not None and peercred is not None:
-        with contextlib.suppress(OSError, struct.error):
-            _pid, uid, _gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, peercred, struct.calcsize("3i")))
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
-
-
-class _Connection:
-    """One client connection; as a terminal chat it is also the adapter's ``ChatSink``."""
-
-    def __init__(self, writer: asyncio.StreamWriter, user: str) -> None:
-        self.writer = writer
-        self.user = user
-        self.chat_id: str | None = None
-        self.closed = False
-        #: messages not yet answered: their final reply/notice sets the event
-        self.finals: dict[str, asyncio.Event] = {}
-        #: messages that got an interim acknowledgement: their answer follows later
-        self.acked: set[str] = set()
-        self.tasks: set[asyncio.Task[None]] = set()
-        self._lock = asyncio.Lock()
-
-    async def write(self, obj: dict[str, Any]) -> None:
-        if self.closed or self.writer.is_closing():
-            self.closed = True
-            raise ChatGoneError("the terminal disconnected")
-        data = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-        async with self._lock:
-            try:
-                self.writer.write(data)
-                await asyncio.wait_for(self.writer.drain(), _WRITE_TIMEOUT)
-            except (OSError, TimeoutError) as exc:
-                # A client that stopped reading must not hold a lane forever.
-                self.closed = True
-                self.writer.close()
-                raise ChatGoneError(f"the terminal stopped reading ({type(exc).__name__})") from None
-
-    async def push_event(self, event: str, text: str | None, reply_to: str | None) -> None:
-        obj: dict[str, Any] = {"event": event}
-        if text is not None:
-            obj["text"] = text
-        if reply_to is not None:
-            obj["reply_to"] = reply_to
-        await self.write(obj)
-        if reply_to is not None and reply_to in self.finals:
-            if event in ("reply", "notice"):
-                self.finals[reply_to].set()
-            elif event == "ack":
-                self.acked.add(reply_to)
-
-    def spawn(self, coro: Awaitable[None], name: str) -> None:
-        task: asyncio.Task[None] = asyncio.ensure_future(coro)
-        task.set_name(name)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-
-Op = Callable[[_Connection, dict[str, Any]], Awaitable[dict[str, Any]]]
-
-
-def _param(params: dict[str, Any], name: str, kind: type | tuple[type, ...], *, required: bool = True) -> Any:
-    value = params.get(name)
-    if value is None:
-        if required:
-            raise RequestError(f"missing parameter '{name}'")
-        return None
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
-        raise RequestError(f"parameter '{name}' has the wrong type ({type(value).__name__})")
-    return value
-
-
-def _recap_rows(conn: Any, session_id: str) -> list[dict[str, Any]]:
-    recap: list[dict[str, Any]] = []
-    for row in queries.recent_dialogue(conn, session_id, _RECAP_MESSAGES * 3):
-        names: list[str] = []
-        if row["tool_calls"]:
-            with contextlib.suppress(ValueError, TypeError, AttributeError):
-                names = [str(c.get("function", {}).get("name") or "?") for c in json.loads(row["tool_calls"])]
-        text = (row["content"] or "").strip()
-        if not text and not names:
-            continue
-        if len(text) > _RECAP_CHARS:
-            text = text[: _RECAP_CHARS - 1].rstrip() + "…"
-        recap.append({"role": row["role"], "text": text, "tool_calls": names})
-    return recap[-_RECAP_MESSAGES:]
-
-
-def _find_session(conn: Any, ref: str) -> str:
-    """Exact id, then title (newest in its lineage), then unique id prefix."""
-    if queries.get_session(conn, ref) is not None:
-        return ref
-    by_title = queries.resolve_session_by_title(conn, ref)
-    if by_title is not None:
-        return by_title
-    try:
-        return queries.resolve_session_id(conn, ref)
-    except SessionNotFoundError:
-        raise SessionNotFoundError(
-            f"No session has the id, id prefix or title '{ref}'. `hermes-gateway sessions list` shows them."
-        ) from None
-
-
-def _latest_cli_session(conn: Any) -> str | None:
-    return queries.latest_session_id(conn, "cli")
 
 
 class ControlServer:
@@ -336,9 +190,9 @@ class ControlServer:
         task = asyncio.current_task()
         if task is not None:
             self._connections.add(task)
-        conn = _Connection(writer, _peer_user(writer))
+        conn = Connection(writer, peer_user(writer))
         try:
-            async for line in _lines(reader, MAX_REQUEST_BYTES):
+            async for line in read_lines(reader, MAX_REQUEST_BYTES):
                 if line is None:
                     log.info("control.request_too_large", limit=MAX_REQUEST_BYTES)
                     await self._respond_error(conn, None, f"request line longer than {MAX_REQUEST_BYTES} bytes",
@@ -366,13 +220,13 @@ class ControlServer:
             if task is not None:
                 self._connections.discard(task)
 
-    async def _forget_chat(self, conn: _Connection) -> None:
+    async def _forget_chat(self, conn: Connection) -> None:
         """A terminal chat id is never used again: a title queued in it can never apply."""
         with contextlib.suppress(Exception):
             template = self._chat_message(conn, "")
             await self._services.index.forget_pending_title(build_session_key(template, self._services.key_settings))
 
-    async def _handle(self, conn: _Connection, line: bytes) -> None:
+    async def _handle(self, conn: Connection, line: bytes) -> None:
         try:
             request = json.loads(line)
         except (ValueError, RecursionError):
@@ -412,23 +266,23 @@ class ControlServer:
         await conn.write({"id": rid, "ok": True, "result": result})
 
     @staticmethod
-    async def _respond_error(conn: _Connection, rid: Any, message: str, error_type: str) -> None:
+    async def _respond_error(conn: Connection, rid: Any, message: str, error_type: str) -> None:
         await conn.write({"id": rid, "ok": False, "error": redact(message), "error_type": error_type})
 
     # --------------------------------------------------------------------- ops
 
-    async def _ping(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+    async def _ping(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return {"pong": True, "pid": os.getpid()}
 
-    async def _status(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+    async def _status(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return gateway_status(self._gateway)
 
     def _sessions_op(self, name: str, schema: dict[str, type | tuple[type, ...]]) -> Op:
-        async def op(conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+        async def op(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
             unknown = sorted(set(params) - set(schema))
             if unknown:
                 raise RequestError(f"unknown parameter(s) for sessions.{name}: {', '.join(unknown)}")
-            kwargs = {k: _param(params, k, kind, required=k != "source") for k, kind in schema.items()}
+            kwargs = {k: param(params, k, kind, required=k != "source") for k, kind in schema.items()}
             try:
                 admin = importlib.import_module("gateway.cli.sessions_admin")
             except ImportError:
@@ -438,20 +292,20 @@ class ControlServer:
 
         return op
 
-    async def _chat_open(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+    async def _chat_open(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         if conn.chat_id is not None:
             raise RequestError("this connection already is a chat")
         cli = self._cli
-        resume = _param(params, "resume", str, required=False)
-        continue_last = bool(_param(params, "continue", bool, required=False))
+        resume = param(params, "resume", str, required=False)
+        continue_last = bool(param(params, "continue", bool, required=False))
         services = self._services
         session_id: str | None = None
         notice: str | None = None
         if resume is not None and resume.strip():
             ref = resume.strip()
-            session_id = await services.store.read(lambda c: _find_session(c, ref))
+            session_id = await services.store.read(lambda c: find_session(c, ref))
         elif continue_last:
-            session_id = await services.store.read(_latest_cli_session)
+            session_id = await services.store.read(latest_cli_session)
             if session_id is None:
                 notice = "No earlier terminal session to continue; this is a new one."
         chat_id = cli.open_chat(conn)
@@ -463,26 +317,26 @@ class ControlServer:
             template = cli.message(chat_id, "", user_id=conn.user, user_name=conn.user)
             await services.index.rebind(build_session_key(template, self._services.key_settings), session_id, template)
             sid = session_id
-            recap = await services.store.read(lambda c: _recap_rows(c, sid))
+            recap = await services.store.read(lambda c: recap_rows(c, sid))
             session = await services.store.get_session(session_id) or {}
             title = session.get("title")
         return {"chat_id": chat_id, "session_id": session_id, "title": title, "recap": recap, "notice": notice}
 
-    def _chat_message(self, conn: _Connection, text: str) -> InboundMessage:
+    def _chat_message(self, conn: Connection, text: str) -> InboundMessage:
         if conn.chat_id is None:
             raise RequestError("open a chat first (op chat.open)")
         return self._cli.message(conn.chat_id, text, user_id=conn.user, user_name=conn.user,
                                  message_id=str(next(self._message_ids)))
 
-    async def _chat_info(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
+    async def _chat_info(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         template = self._chat_message(conn, "")
         services = self._services
         session_id = await services.index.current(build_session_key(template, self._services.key_settings))
         session = await services.store.get_session(session_id) if session_id else None
         return {"chat_id": conn.chat_id, "session_id": session_id, "title": (session or {}).get("title")}
 
-    async def _chat_send(self, conn: _Connection, params: dict[str, Any]) -> dict[str, Any]:
-        text = _param(params, "text", str)
+    async def _chat_send(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        text = param(params, "text", str)
         msg = self._chat_message(conn, text)
         mid = msg.message_id or ""
         final = asyncio.Event()
@@ -497,7 +351,7 @@ class ControlServer:
         conn.spawn(self._settle(conn, mid, key, final, queued), f"control-settle:{mid}")
         return {"message_id": mid, "disposition": str(disposition)}
 
-    async def _settle(self, conn: _Connection, mid: str, key: str, final: asyncio.Event, queued: bool) -> None:
+    async def _settle(self, conn: Connection, mid: str, key: str, final: asyncio.Event, queued: bool) -> None:
         """Push ``done`` once a message is answered and nothing it started is still
         under way: its lane ran dry (a turn is done only after its bookkeeping, so a
         next line never finds it busy, which /handoff would refuse), and an

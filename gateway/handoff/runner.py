@@ -31,18 +31,16 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Protocol
 
 import structlog
 
 from adapters.base import ChatType, InboundMessage, OutboundMessage, SendKind
 from gateway.errors import HandoffRefusedError
 from gateway.handoff import store as rows
+from gateway.handoff.job import Job, Progress, TurnRunner, synthetic_prompt
 from gateway.logs import redact
 from gateway.routing.home_channels import HomeChannel
 from gateway.routing.services import Services
-from gateway.routing.session_index import PriorBinding
 from gateway.routing.session_key import build_session_key
 from storage import outbound
 from storage.errors import InvalidTitleError, TitleConflictError
@@ -57,42 +55,6 @@ HANDOFF_DONE_PREFIX = "Handoff complete"
 STOP_GRACE = 5.0
 #: platforms that only answer requests and cannot host a conversation
 _REQUEST_ONLY = frozenset({"api-server", "cli"})
-
-class TurnRunner(Protocol):
-    """Runs one agent turn in a key's lane (``Router.run_turn_in_lane``); True when the
-    reply was delivered. ``prepare`` runs in the lane right before the turn. Cancelling
-    the await withdraws the turn (or stops it, if it already runs)."""
-
-    def __call__(self, msg: InboundMessage, key: str, text: str, *,
-                 prepare: Callable[[], Awaitable[None]] | None = None) -> Awaitable[bool]: ...
-
-
-@dataclass(frozen=True)
-class _Job:
-    handoff_id: int
-    session_id: str
-    source: InboundMessage
-    source_key: str
-    target: str
-    home: HomeChannel
-
-
-@dataclass
-class _Progress:
-    """How far the transfer got: what a failure has to undo."""
-
-    target_key: str | None = None
-    #: the destination key's rebinding, once started (its result: what to restore)
-    binding: asyncio.Future[PriorBinding] | None = None
-
-
-def synthetic_prompt(source_platform: str, title: str) -> str:
-    return (
-        f'[This session ("{title}") was just handed off from {source_platform} to this channel. '
-        "The earlier conversation is above. Briefly confirm that you are continuing here and "
-        "summarise what we were working on, so the user can carry on from this device.]"
-    )
-
 
 class HandoffRunner:
     def __init__(self, services: Services, run_turn: TurnRunner, *, timeout: float) -> None:
@@ -187,7 +149,7 @@ class HandoffRunner:
         except BaseException:
             self._holding.pop(source_key, None)
             raise
-        job = _Job(handoff_id, session_id, source, source_key, target, home)
+        job = Job(handoff_id, session_id, source, source_key, target, home)
         if announce is not None:
             with contextlib.suppress(Exception):
                 await announce()
@@ -244,7 +206,7 @@ class HandoffRunner:
 
     # -------------------------------------------------------------------- run
 
-    async def _run(self, job: _Job) -> None:
+    async def _run(self, job: Job) -> None:
         with structlog.contextvars.bound_contextvars(handoff_id=job.handoff_id, session_id=job.session_id,
                                                      session_key=job.source_key):
             try:
@@ -252,11 +214,11 @@ class HandoffRunner:
             finally:
                 self._release(job)
 
-    def _release(self, job: _Job) -> None:
+    def _release(self, job: Job) -> None:
         if self._holding.get(job.source_key) == job.target:
             del self._holding[job.source_key]
 
-    async def _claim_and_transfer(self, job: _Job) -> None:
+    async def _claim_and_transfer(self, job: Job) -> None:
         s = self._services
         try:
             claimed = await s.store.write(lambda c: rows.claim(c, job.handoff_id))
@@ -278,7 +240,7 @@ class HandoffRunner:
             await self._tell_source(job, "Handoff failed: it timed out before it could start. "
                                          "Your session here is intact; try /handoff again.")
             return
-        progress = _Progress()
+        progress = Progress()
         try:
             target_key, title, where = await self._transfer(job, progress)
         except asyncio.CancelledError:
@@ -301,7 +263,7 @@ class HandoffRunner:
             f"/resume {title}",
         )
 
-    async def _transfer(self, job: _Job, progress: _Progress) -> tuple[str, str, str]:
+    async def _transfer(self, job: Job, progress: Progress) -> tuple[str, str, str]:
         """Thread, binding, synthetic turn. Raises with a readable reason on failure."""
         s = self._services
         title = await self._ensure_title(job.session_id)
@@ -365,7 +327,7 @@ class HandoffRunner:
                 break
         return session_id
 
-    async def _fail(self, job: _Job, reason: str, progress: _Progress, *, mark: bool = True) -> None:
+    async def _fail(self, job: Job, reason: str, progress: Progress, *, mark: bool = True) -> None:
         reason = redact(reason)
         # The row and the binding are put right even if this task is cancelled meanwhile.
         undo = asyncio.ensure_future(self._undo(job, reason, progress, mark))
@@ -383,7 +345,7 @@ class HandoffRunner:
             f"Handoff failed: {reason}.\nYour session here is intact; try /handoff {job.target} again.",
         )
 
-    async def _undo(self, job: _Job, reason: str, progress: _Progress, mark: bool) -> tuple[bool, bool]:
+    async def _undo(self, job: Job, reason: str, progress: Progress, mark: bool) -> tuple[bool, bool]:
         s = self._services
         marked = restored = False
         if mark:
@@ -396,7 +358,7 @@ class HandoffRunner:
                 restored = await s.index.restore(progress.target_key, job.session_id, prior)
         return marked, restored
 
-    async def _tell_source(self, job: _Job, text: str) -> None:
+    async def _tell_source(self, job: Job, text: str) -> None:
         src = job.source
         with contextlib.suppress(Exception):
             await self._services.delivery.send(
