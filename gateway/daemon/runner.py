@@ -169,6 +169,7 @@ class Gateway:
             if self.runtime is not None:
                 await self.runtime.services.delivery.aclose()  # ledger notes of replies already sent
             await store.close()
+            self.notifier.close()
             log.info("gateway.stopped")
 
     async def _serve(self, adapters: dict[str, Adapter], runtime: Runtime) -> None:

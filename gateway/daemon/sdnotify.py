@@ -87,3 +87,9 @@ class SdNotifier:
         while True:
             self.notify(WATCHDOG=1)
             await asyncio.sleep(interval)
+
+    def close(self) -> None:
+        """Close the notify socket (the daemon's last step at stop; notify() opens it again if needed)."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
