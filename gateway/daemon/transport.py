@@ -1,11 +1,14 @@
 """An httpx transport that sends through aiohttp.
 
-httpx's default transport (httpcore over anyio streams) costs about 2 ms of
-CPU per request on a small VM; aiohttp's client, with its C parser, about a
-fifth of that, and every message makes at least one model call. The model
-client keeps httpx's API; only the bytes on the wire go through aiohttp.
-(python-telegram-bot's HTTP layer is swapped at its own seam instead:
-``adapters/telegram/_request.py``.)
+Every message makes at least one model call, and over httpx's default
+transport (httpcore over anyio streams) a model call costs about 1.7 times the
+client CPU it costs over this one (``bench/transport.py``: 1.3-2.1 ms against
+0.7-1.3 ms on a 2-vCPU VM). The model client keeps httpx's API; only the bytes
+on the wire go through aiohttp. (python-telegram-bot's HTTP layer is swapped at
+its own seam instead: ``adapters/telegram/_request.py``.) The ``httpx-aiohttp``
+package's transport was measured too and not taken: about the same CPU, but it
+reports refused or dropped connections as ``ConnectTimeout`` and ignores
+``HTTP(S)_PROXY`` (bench/README.md, "Transport").
 
 The contract of ``httpx.AsyncBaseTransport`` is kept: bodies are passed on as
 httpx encoded them, responses come back undecoded (httpx does the
@@ -68,7 +71,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
     def _open(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
             if self._ssl is None:
-                # The same CA bundle httpx would have used, so behaviour does not depend on the image.
+                # certifi, as httpx uses, so behaviour does not depend on the image (httpx would also
+                # honour SSL_CERT_FILE / SSL_CERT_DIR; this does not: bench/README.md, "Transport").
                 self._ssl = ssl.create_default_context(cafile=certifi.where())
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self._max_connections, ssl=self._ssl),

@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import socket
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
@@ -153,3 +155,70 @@ async def test_proxy_settings_come_from_the_environment(monkeypatch: pytest.Monk
         async with httpx.AsyncClient(transport=AiohttpTransport(trust_env=False)) as client:
             assert (await client.get(f"{origin_url}/c")).text == "direct"
     assert len(proxied) == 1
+
+
+async def test_max_connections_caps_the_pool() -> None:
+    ports: set[int] = set()
+    two_in = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        ports.add(request.transport.get_extra_info("peername")[1])
+        if len(ports) >= 2:
+            two_in.set()
+        await two_in.wait()  # hold both connections until two are open, so a third would be needed
+        return web.Response(text="ok")
+
+    async with serve(handler) as base, httpx.AsyncClient(transport=AiohttpTransport(max_connections=2)) as client:
+        await asyncio.gather(*(client.get(base) for _ in range(6)))
+    assert len(ports) == 2
+
+
+# httpx-aiohttp 0.2.0's transport fails these (bench/README.md, "Transport"), as it fails
+# the closed-port, reopen and proxy tests above.
+
+
+async def test_a_server_that_hangs_up_without_answering_is_a_protocol_error() -> None:
+    # Not a connect timeout: the model client would then report "no connection within 10s"
+    # about a server that did accept the connection.
+    async def handler(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        request.transport.close()
+        return web.Response()
+
+    async with serve(handler) as base, httpx.AsyncClient(transport=AiohttpTransport()) as client:
+        with pytest.raises(httpx.RemoteProtocolError):
+            await client.get(base)
+
+
+async def test_a_reset_connection_is_a_network_error() -> None:
+    async def handler(request: web.Request) -> web.Response:
+        assert request.transport is not None
+        sock = request.transport.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with an RST
+        request.transport.close()
+        return web.Response()
+
+    async with serve(handler) as base, httpx.AsyncClient(transport=AiohttpTransport()) as client:
+        with pytest.raises(httpx.NetworkError):
+            await client.get(base)
+
+
+async def test_the_transport_keeps_no_cookies_and_adds_no_headers() -> None:
+    seen: list[CIMultiDict[str]] = []
+
+    async def handler(request: web.Request) -> web.Response:
+        seen.append(request.headers.copy())
+        resp = web.Response(text="ok")
+        resp.set_cookie("sid", "abc")
+        return resp
+
+    async with serve(handler) as base, httpx.AsyncClient(transport=AiohttpTransport()) as client:
+        # By name: aiohttp's own cookie jar would ignore cookies from an IP address.
+        url = base.replace("127.0.0.1", "localhost")
+        await client.get(url)
+        client.cookies.clear()
+        await client.post(url, content=b"raw bytes")
+    assert "Cookie" not in seen[1]  # httpx forgot the cookie, so nobody sends it
+    assert "Content-Type" not in seen[1]  # httpx sets none for raw bytes
+
