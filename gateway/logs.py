@@ -4,11 +4,15 @@ A redaction processor replaces every known secret value (bot tokens, API
 keys) wherever it appears in an event — nested in structures, inside
 exceptions, in records from libraries that use the standard ``logging``
 module — so a secret that leaks into some text still never reaches the log.
+Secrets of 6 characters or more are redacted wherever they appear; shorter ones
+only where they stand as a whole token (see ``_TOKEN_CHAR``).
+
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import Iterable, MutableMapping
 from typing import Any
@@ -16,23 +20,44 @@ from typing import Any
 import structlog
 
 _secrets: set[str] = set()
+#: at this length and above a secret is redacted wherever it appears, even inside a longer word
+_SUBSTRING_MIN = 6
+#: what a short secret must not touch on either side to count as the whole token: a letter, a digit,
+#: "_" or "-" (so "abc" is redacted in "key=abc&x" or "token abc." but not in "abcdef" or "my-abc-1")
+_TOKEN_CHAR = r"[\w-]"
+_pattern: re.Pattern[str] | None = None
 
 
 def register_secrets(values: Iterable[str | None]) -> None:
+    global _pattern
     for value in values:
-        if value and len(value) >= 6:
+        if value and value.strip():
             _secrets.add(value)
+    _pattern = _compile(_secrets)
 
 
 def forget_secrets() -> None:
+    global _pattern
     _secrets.clear()
+    _pattern = None
+
+
+def _compile(secrets: Iterable[str]) -> re.Pattern[str] | None:
+    """One pattern for all secrets, longest first: a secret that holds a shorter one is
+    redacted whole, never cut open by the shorter one's replacement first."""
+    parts = []
+    for secret in sorted(secrets, key=lambda s: (-len(s), s)):
+        escaped = re.escape(secret)
+        if len(secret) < _SUBSTRING_MIN:
+            # A short secret as a substring would eat ordinary words ("abc" in "abcdef"):
+            # only where it stands as a token of its own.
+            escaped = f"(?<!{_TOKEN_CHAR}){escaped}(?!{_TOKEN_CHAR})"
+        parts.append(escaped)
+    return re.compile("|".join(parts)) if parts else None
 
 
 def redact(text: str) -> str:
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text
+    return text if _pattern is None else _pattern.sub("[redacted]", text)
 
 
 def _clean(value: Any, depth: int = 0) -> Any:
@@ -50,7 +75,7 @@ def _clean(value: Any, depth: int = 0) -> Any:
 
 
 def _redact_processor(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    if not _secrets:
+    if _pattern is None:
         return event
     for key, value in list(event.items()):
         event[key] = _clean(value)

@@ -54,8 +54,8 @@ def logging_sandbox() -> Iterator[None]:
         root.setLevel(level)
         for name, lvl in noisy.items():
             logging.getLogger(name).setLevel(lvl)
-        logs._secrets.clear()
-        logs._secrets.update(secrets)
+        logs.forget_secrets()
+        register_secrets(secrets)
         structlog.contextvars.clear_contextvars()
 
 
@@ -156,11 +156,32 @@ def test_registered_secrets_are_redacted_everywhere_in_an_event(capsys: pytest.C
     assert events["test.bound"]["token"] == "[redacted]"
 
 
-def test_short_values_are_not_treated_as_secrets() -> None:
-    register_secrets(["abc", "12345"])  # too short to redact safely (would eat ordinary words)
-    assert logs.redact("abc 12345 abcdef") == "abc 12345 abcdef"
+def test_short_secrets_are_redacted_as_whole_tokens_only() -> None:
+    """A short secret (an API key someone set to "pw1") is still a secret; but as a
+    substring it would eat ordinary words, so it is redacted only where it stands alone."""
+    register_secrets(["abc", "pw1", "x"])
+    assert logs.redact("abc") == "[redacted]"
+    assert logs.redact("key=abc&next=1 token: pw1. (x)") == "key=[redacted]&next=1 token: [redacted]. ([redacted])"
+    assert logs.redact('{"key": "abc"} Bearer pw1') == '{"key": "[redacted]"} Bearer [redacted]'
+    # Inside longer words, identifiers, ids and names it is left alone.
+    untouched = "abcdef xabc abc_1 my-abc-key pw12 apw1 max x1 index box-x"
+    assert logs.redact(untouched) == untouched
+
+
+def test_long_secrets_are_redacted_inside_words_too() -> None:
     register_secrets(["abcdef"])
-    assert logs.redact("abc 12345 abcdef") == "abc 12345 [redacted]"
+    assert logs.redact("abc 12345 abcdef xabcdefx") == "abc 12345 [redacted] x[redacted]x"
+
+
+def test_a_secret_holding_a_shorter_one_is_redacted_whole() -> None:
+    # Replaced shortest first, "sk-abc" would become "sk-[redacted]" and the rest would leak.
+    register_secrets(["abc", "sk-abc-0f1e2d3c", "0f1e2d"])
+    assert logs.redact("key sk-abc-0f1e2d3c, abc") == "key [redacted], [redacted]"
+
+
+def test_whitespace_is_never_a_secret() -> None:
+    register_secrets([" ", "\t", ""])
+    assert logs.redact("a b\tc") == "a b\tc"
 
 
 def test_secrets_inside_structures_are_redacted(capsys: pytest.CaptureFixture[str]) -> None:
@@ -292,3 +313,4 @@ async def test_failed_turn_never_leaks_the_model_key(
     finally:
         conn.close()
     assert MODEL_KEY not in dumped
+
