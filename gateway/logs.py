@@ -7,15 +7,23 @@ module — so a secret that leaks into some text still never reaches the log.
 Secrets of 6 characters or more are redacted wherever they appear; shorter ones
 only where they stand as a whole token (see ``_TOKEN_CHAR``).
 
+Under systemd, JSON lines start with the syslog priority the journald way
+(``<3>{...}`` for an error, sd-daemon(3)): journald reads that prefix from a
+service's stdout, strips it and files the line under that priority, so
+``journalctl -p err`` finds errors. A ``PRIORITY`` field inside the JSON would
+do nothing: journald does not parse JSON on a stream. The prefix is written
+only when stdout is the journal (``$JOURNAL_STREAM``), so Docker, files and
+pipes get plain JSON lines; the pretty console format never has it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 from collections.abc import Iterable, MutableMapping
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -82,6 +90,28 @@ def _redact_processor(_: Any, __: str, event: MutableMapping[str, Any]) -> Mutab
     return event
 
 
+#: syslog priorities (sd-daemon(3)) for the level names that add_log_level writes
+_PRIORITY = {"debug": 7, "info": 6, "warning": 4, "warn": 4, "error": 3, "exception": 3, "critical": 2}
+
+
+def _on_journal(stream: TextIO) -> bool:
+    """Whether ``stream`` is connected to journald: systemd puts its device:inode in $JOURNAL_STREAM."""
+    dev, _, ino = os.environ.get("JOURNAL_STREAM", "").partition(":")
+    try:
+        st = os.fstat(stream.fileno())
+        return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+    except (ValueError, OSError):  # no JOURNAL_STREAM, or a stream without a file descriptor
+        return False
+
+
+def _with_priority(renderer: Any) -> Any:
+    def render(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
+        priority = _PRIORITY.get(str(event.get("level", "")).lower(), 6)
+        return f"<{priority}>{renderer(logger, name, event)}"
+
+    return render
+
+
 def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     pretty = fmt == "pretty" or (fmt == "auto" and sys.stdout.isatty())
     numeric = getattr(logging, level.upper(), logging.INFO)
@@ -93,6 +123,8 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         _redact_processor,
     ]
     renderer: Any = structlog.dev.ConsoleRenderer() if pretty else structlog.processors.JSONRenderer()
+    if not pretty and _on_journal(sys.stdout):
+        renderer = _with_priority(renderer)
     # Records of libraries that log through the standard module go through the
     # same redaction and rendering as ours.
     handler = logging.StreamHandler(sys.stdout)
