@@ -2,7 +2,7 @@
 
 The unit is rendered for this machine (the real home, the real interpreter or
 console script) and holds no secrets: they stay in ``<home>/.env``, which the
-unit reads through ``EnvironmentFile=`` and which the installer makes 0600.
+daemon reads itself and which the installer makes 0600.
 When systemd runs (``/run/systemd/system`` exists and ``systemctl`` answers)
 the installer reloads it and enables the service; otherwise it prints the
 commands. For a user unit it checks lingering, without which the service
