@@ -293,17 +293,19 @@ def _quiet_logging(home: Path) -> None:
             handler.setStream(sys.stderr)
 
 
-HomeOption = Annotated[Path | None, typer.Option("--home", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+HomeOption = Annotated[Path | None, typer.Option(
+    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
 
 
 def chat(
     title: Annotated[list[str] | None, typer.Argument(
-        help="With -c: the session to continue, by title (the newest of its lineage) or id.",
+        metavar="TITLE", help="With -c: the session to continue, by title (the newest of its lineage) or id.",
         show_default=False)] = None,
     continue_last: Annotated[bool, typer.Option(
         "-c", "--continue", help="Continue the most recent terminal session (or the one named after -c).")] = False,
     resume: Annotated[str | None, typer.Option(
-        "-r", "--resume", help="Resume a session by id, unique id prefix or title.", show_default=False)] = None,
+        "-r", "--resume", metavar="SESSION", help="Resume a session by id, unique id prefix or title.",
+        show_default=False)] = None,
     standalone: Annotated[bool, typer.Option(
         "--standalone", help="No daemon running: run one in this process for this chat.")] = False,
     home: HomeOption = None,

@@ -37,7 +37,8 @@ from storage.errors import GatewayError
 
 __all__ = ["doctor", "register", "status"]
 
-HomeOption = Annotated[Path | None, typer.Option("--home", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+HomeOption = Annotated[Path | None, typer.Option(
+    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
 #: a state file older than this while its pid lives means the daemon is stuck (it refreshes every 2 s)
 STALE_AFTER = 30.0
 WAL_WARN_BYTES = 256 * 1024 * 1024

@@ -46,8 +46,10 @@ sessions_app = typer.Typer(
     add_completion=False,
 )
 
-HomeOption = Annotated[Path | None, typer.Option("--home", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
-SourceOption = Annotated[str | None, typer.Option("--source", help="Only sessions from this platform (telegram, cli, ...)")]
+HomeOption = Annotated[Path | None, typer.Option(
+    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+SourceOption = Annotated[str | None, typer.Option(
+    "--source", metavar="PLATFORM", help="Only sessions from this platform (telegram, cli, ...)")]
 
 
 class DaemonUnreachableError(GatewayError):
@@ -215,10 +217,18 @@ def format_size(n: int) -> str:
 # ------------------------------------------------------------------ commands
 
 
+def _at_least_one(value: int) -> int:
+    # Not typer's min=1: that prints "[x>=1]" in the help.
+    if value < 1:
+        raise typer.BadParameter(f"must be at least 1, not {value}")
+    return value
+
+
 @sessions_app.command("list")
 def list_sessions(
     source: SourceOption = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="How many sessions to show")] = 20,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", callback=_at_least_one,
+                                       help="How many sessions to show (at least 1)")] = 20,
     home: HomeOption = None,
 ) -> None:
     """List recent sessions, newest first."""
@@ -270,9 +280,11 @@ def _progress_wanted(file: str, total: int) -> bool:
 
 @sessions_app.command("export")
 def export_sessions(
-    file: Annotated[str, typer.Argument(help="Output file (JSONL, one session per line); '-' for stdout")],
+    file: Annotated[str, typer.Argument(metavar="FILE",
+                                        help="Output file (JSONL, one session per line); '-' for stdout")],
     source: SourceOption = None,
-    session_id: Annotated[str | None, typer.Option("--session-id", help="Only this session (id or unique prefix)")] = None,
+    session_id: Annotated[str | None, typer.Option(
+        "--session-id", metavar="ID", help="Only this session (id or unique prefix)")] = None,
     home: HomeOption = None,
 ) -> None:
     """Export sessions with all their messages as JSON lines."""
@@ -351,7 +363,7 @@ def delete_session(
 @sessions_app.command("rename")
 def rename_session(
     session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id or unique prefix")],
-    title: Annotated[list[str], typer.Argument(metavar="TITLE...", help="The new title (quotes not needed)")],
+    title: Annotated[list[str], typer.Argument(metavar="TITLE", help="The new title (quotes not needed)")],
     home: HomeOption = None,
 ) -> None:
     """Set or change a session's title."""
