@@ -538,7 +538,7 @@ def test_export_to_a_reader_that_goes_away_stops_quietly(home: Path) -> None:
 
 
 def test_relative_times_and_sizes() -> None:
-    from gateway.cli.sessions import format_size, relative_time
+    from gateway.cli.sessions_table import format_size, relative_time
 
     now = 1_800_000_000.0
     assert [relative_time(now - d, now) for d in (5, 300, 2 * 3600 + 1, 30 * 3600, 3 * DAY + 1)] == [
