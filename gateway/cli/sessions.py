@@ -1,7 +1,9 @@
 """``hermes-gateway sessions …``: list, export, rename, delete, prune, stats.
 
 Reads open a read-only connection of their own (no writer, no lock), so they
-work beside a running daemon. Writes go through the running daemon's control
+work beside a running daemon, and need nothing from config.yaml: a broken one
+is a warning, not a refusal, so a user can still see and export the sessions
+while fixing it. Writes go through the running daemon's control
 socket, which keeps the daemon the only writer; with no daemon they open the
 store directly, which takes the writer lock.
 """
@@ -100,6 +102,18 @@ def _home(home: Path | None) -> Path:
     return load_config(home or default_home()).home
 
 
+def _reading_home(home: Path | None) -> Path:
+    """The home for a read: a configuration error is a warning on stderr, the read goes on."""
+    _quiet_logs()
+    root = (home or default_home()).expanduser()
+    try:
+        load_config(root)
+    except ConfigError as exc:
+        typer.echo(f"hermes-gateway sessions: warning: configuration error (reading anyway): "
+                   f"{' '.join(str(exc).split())}", err=True)
+    return root
+
+
 def _read(home: Path, fn: Callable[[sqlite3.Connection], T]) -> T | None:
     """Run ``fn`` on a read-only connection; None when there is no state.db yet."""
     db = home / DB_NAME
@@ -174,7 +188,7 @@ def list_sessions(
 ) -> None:
     """List recent sessions, newest first."""
     with _errors():
-        root = _home(home)
+        root = _reading_home(home)
         rows = _read(root, lambda conn: recent_sessions(conn, limit=limit, source=source)) or []
     if not rows:
         typer.echo("No sessions found." if source is None else f"No sessions found from {source}.")
@@ -251,7 +265,7 @@ def export_sessions(
             conn.execute("COMMIT")
 
     with _errors():
-        root = _home(home)
+        root = _reading_home(home)
         if file != "-" and not Path(file).expanduser().parent.is_dir():
             _fail(f"cannot write {file}: the folder {Path(file).expanduser().parent} does not exist.")
         written = _read(root, export)
@@ -346,7 +360,7 @@ def prune_sessions(
 def session_stats(home: HomeOption = None) -> None:
     """Totals, sessions per source, database size."""
     with _errors():
-        root = _home(home)
+        root = _reading_home(home)
         db = root / DB_NAME
         data = _read(root, lambda conn: stats(conn, db_path=db)) or {
             "total_sessions": 0, "total_messages": 0, "by_source": {}, "db_size_bytes": 0,
