@@ -112,8 +112,10 @@ def _with_priority(renderer: Any) -> Any:
     return render
 
 
-def configure_logging(level: str = "info", fmt: str = "auto") -> None:
-    pretty = fmt == "pretty" or (fmt == "auto" and sys.stdout.isatty())
+def configure_logging(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
+    """Log to ``stream`` (stdout by default)."""
+    stream = stream or sys.stdout
+    pretty = fmt == "pretty" or (fmt == "auto" and stream.isatty())
     numeric = getattr(logging, level.upper(), logging.INFO)
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -123,11 +125,11 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         _redact_processor,
     ]
     renderer: Any = structlog.dev.ConsoleRenderer() if pretty else structlog.processors.JSONRenderer()
-    if not pretty and _on_journal(sys.stdout):
+    if not pretty and _on_journal(stream):
         renderer = _with_priority(renderer)
     # Records of libraries that log through the standard module go through the
     # same redaction and rendering as ours.
-    handler = logging.StreamHandler(sys.stdout)
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
@@ -142,6 +144,6 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
