@@ -4,35 +4,68 @@ A redaction processor replaces every known secret value (bot tokens, API
 keys) wherever it appears in an event — nested in structures, inside
 exceptions, in records from libraries that use the standard ``logging``
 module — so a secret that leaks into some text still never reaches the log.
+Secrets of 6 characters or more are redacted wherever they appear; shorter ones
+only where they stand as a whole token (see ``_TOKEN_CHAR``).
+
+Under systemd, JSON lines start with the syslog priority the journald way
+(``<3>{...}`` for an error, sd-daemon(3)): journald reads that prefix from a
+service's stdout, strips it and files the line under that priority, so
+``journalctl -p err`` finds errors. A ``PRIORITY`` field inside the JSON would
+do nothing: journald does not parse JSON on a stream. The prefix is written
+only when stdout is the journal (``$JOURNAL_STREAM``), so Docker, files and
+pipes get plain JSON lines; the pretty console format never has it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
 import sys
 from collections.abc import Iterable, MutableMapping
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
 _secrets: set[str] = set()
+#: at this length and above a secret is redacted wherever it appears, even inside a longer word
+_SUBSTRING_MIN = 6
+#: what a short secret must not touch on either side to count as the whole token: a letter, a digit,
+#: "_" or "-" (so "abc" is redacted in "key=abc&x" or "token abc." but not in "abcdef" or "my-abc-1")
+_TOKEN_CHAR = r"[\w-]"
+_pattern: re.Pattern[str] | None = None
 
 
 def register_secrets(values: Iterable[str | None]) -> None:
+    global _pattern
     for value in values:
-        if value and len(value) >= 6:
+        if value and value.strip():
             _secrets.add(value)
+    _pattern = _compile(_secrets)
 
 
 def forget_secrets() -> None:
+    global _pattern
     _secrets.clear()
+    _pattern = None
+
+
+def _compile(secrets: Iterable[str]) -> re.Pattern[str] | None:
+    """One pattern for all secrets, longest first: a secret that holds a shorter one is
+    redacted whole, never cut open by the shorter one's replacement first."""
+    parts = []
+    for secret in sorted(secrets, key=lambda s: (-len(s), s)):
+        escaped = re.escape(secret)
+        if len(secret) < _SUBSTRING_MIN:
+            # A short secret as a substring would eat ordinary words ("abc" in "abcdef"):
+            # only where it stands as a token of its own.
+            escaped = f"(?<!{_TOKEN_CHAR}){escaped}(?!{_TOKEN_CHAR})"
+        parts.append(escaped)
+    return re.compile("|".join(parts)) if parts else None
 
 
 def redact(text: str) -> str:
-    for secret in _secrets:
-        if secret in text:
-            text = text.replace(secret, "[redacted]")
-    return text
+    return text if _pattern is None else _pattern.sub("[redacted]", text)
 
 
 def _clean(value: Any, depth: int = 0) -> Any:
@@ -50,15 +83,39 @@ def _clean(value: Any, depth: int = 0) -> Any:
 
 
 def _redact_processor(_: Any, __: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
-    if not _secrets:
+    if _pattern is None:
         return event
     for key, value in list(event.items()):
         event[key] = _clean(value)
     return event
 
 
-def configure_logging(level: str = "info", fmt: str = "auto") -> None:
-    pretty = fmt == "pretty" or (fmt == "auto" and sys.stdout.isatty())
+#: syslog priorities (sd-daemon(3)) for the level names that add_log_level writes
+_PRIORITY = {"debug": 7, "info": 6, "warning": 4, "warn": 4, "error": 3, "exception": 3, "critical": 2}
+
+
+def _on_journal(stream: TextIO) -> bool:
+    """Whether ``stream`` is connected to journald: systemd puts its device:inode in $JOURNAL_STREAM."""
+    dev, _, ino = os.environ.get("JOURNAL_STREAM", "").partition(":")
+    try:
+        st = os.fstat(stream.fileno())
+        return (st.st_dev, st.st_ino) == (int(dev), int(ino))
+    except (ValueError, OSError):  # no JOURNAL_STREAM, or a stream without a file descriptor
+        return False
+
+
+def _with_priority(renderer: Any) -> Any:
+    def render(logger: Any, name: str, event: MutableMapping[str, Any]) -> str:
+        priority = _PRIORITY.get(str(event.get("level", "")).lower(), 6)
+        return f"<{priority}>{renderer(logger, name, event)}"
+
+    return render
+
+
+def configure_logging(level: str = "info", fmt: str = "auto", stream: TextIO | None = None) -> None:
+    """Log to ``stream`` (stdout by default)."""
+    stream = stream or sys.stdout
+    pretty = fmt == "pretty" or (fmt == "auto" and stream.isatty())
     numeric = getattr(logging, level.upper(), logging.INFO)
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
@@ -68,9 +125,11 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
         _redact_processor,
     ]
     renderer: Any = structlog.dev.ConsoleRenderer() if pretty else structlog.processors.JSONRenderer()
+    if not pretty and _on_journal(stream):
+        renderer = _with_priority(renderer)
     # Records of libraries that log through the standard module go through the
     # same redaction and rendering as ours.
-    handler = logging.StreamHandler(sys.stdout)
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
@@ -85,6 +144,6 @@ def configure_logging(level: str = "info", fmt: str = "auto") -> None:
     structlog.configure(
         processors=[*shared, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import os
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as package_version
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from gateway.cli._help import PlainHelpGroup
 from gateway.cli.chat import chat as chat_command
 from gateway.cli.ops import register as register_ops_commands
 from gateway.cli.service import service_app
@@ -18,9 +22,38 @@ from gateway.logs import configure_logging
 from storage.errors import StorageLockedError
 
 app = typer.Typer(help="hermes-gateway: chat with your own AI agent over Telegram, Discord, Slack and HTTP.",
-                  no_args_is_help=True, add_completion=False)
+                  no_args_is_help=True, add_completion=False, cls=PlainHelpGroup)
 
-HomeOption = Annotated[Path | None, typer.Option("--home", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+HomeOption = Annotated[Path | None, typer.Option(
+    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+
+
+def _version() -> str:
+    try:
+        return package_version("hermes-gateway")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(f"hermes-gateway {_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _everywhere(
+    home: Annotated[Path | None, typer.Option(
+        "--home", metavar="DIR",
+        help="HERMES_HOME for the command that follows (default: $HERMES_HOME or ~/.hermes); "
+             "a --home after the command wins.")] = None,
+    version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_print_version, help="Print the version and exit.")] = False,
+) -> None:
+    # Through the environment, as HERMES_HOME itself would: every command (and the systemd
+    # unit that `service install` writes) already takes its default home from there.
+    if home is not None:
+        os.environ["HERMES_HOME"] = str(home.expanduser().absolute())
 
 
 @app.command()
@@ -49,9 +82,7 @@ def run(home: HomeOption = None) -> None:
 @app.command()
 def version() -> None:
     """Print the version."""
-    from importlib.metadata import version as _v
-
-    typer.echo(_v("hermes-gateway"))
+    typer.echo(_version())
 
 
 app.add_typer(sessions_app, name="sessions")

@@ -2,9 +2,10 @@
 
 ``status`` asks the running daemon over its control socket and falls back to
 ``gateway.state.json``, which the daemon rewrites every few seconds (so it
-also answers for a daemon whose socket is unreachable). ``doctor`` checks what
-breaks a gateway in practice and prints a fix for each problem; it never
-prints a secret and exits non-zero when a check failed.
+also answers for a daemon whose socket is unreachable); it needs nothing from
+config.yaml, so a broken one is a warning on stderr, not a refusal. ``doctor``
+checks what breaks a gateway in practice and prints a fix for each problem; it
+never prints a secret and exits non-zero when a check failed.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import stat
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NoReturn
 
 import typer
 
@@ -38,7 +39,8 @@ from storage.errors import GatewayError, StorageError
 
 __all__ = ["doctor", "register", "status"]
 
-HomeOption = Annotated[Path | None, typer.Option("--home", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+HomeOption = Annotated[Path | None, typer.Option(
+    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
 #: a state file older than this while its pid lives means the daemon is stuck (it refreshes every 2 s)
 STALE_AFTER = 30.0
 WAL_WARN_BYTES = 256 * 1024 * 1024
@@ -117,30 +119,49 @@ def _print_status(data: dict[str, Any]) -> None:
     typer.echo(f"Last error: {last or 'none'}")
 
 
+def _warn_about_config(home: Path) -> None:
+    try:
+        load_config(home)
+    except ConfigError as exc:
+        typer.echo(f"hermes-gateway status: warning: configuration error (the daemon would not start again "
+                   f"with it): {' '.join(str(exc).split())}", err=True)
+
+
+def _not_running(home: Path, last: dict[str, Any] | None, as_json: bool) -> NoReturn:
+    when = last.get("updated_at") if last else None
+    last_error = last.get("last_error") if last else None
+    if as_json:
+        typer.echo(json.dumps({"running": False, "home": str(home),
+                               "last_seen": when if isinstance(when, (int, float)) else None,
+                               "last_error": last_error or None}, indent=2, sort_keys=True))
+    elif last is None:
+        typer.echo(f"hermes-gateway is not running for {home} (no control socket, no {STATE_FILE}).")
+    else:
+        seen = f" (last seen {_ago(time.time() - when)} ago)" if isinstance(when, (int, float)) else ""
+        typer.echo(f"hermes-gateway is not running for {home}{seen}.")
+        if last_error:
+            typer.echo(f"Last error: {last_error}")
+    raise typer.Exit(EX_NOT_RUNNING)
+
+
 def status(
     home: HomeOption = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the raw status as JSON.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the status as JSON, and nothing else.")] = False,
 ) -> None:
     """Show whether the daemon runs: pid, uptime, adapters, last error (exit 3 when it does not run)."""
     home = (home or default_home()).expanduser()
+    _warn_about_config(home)
     data = _from_socket(home)
     if data is None:
         data = _from_file(home)
         if data is not None:
-            alive = _pid_alive(data.get("pid")) and data.get("running", False)
-            if not alive:
-                when = data.get("updated_at")
-                seen = f" (last seen {_ago(time.time() - when)} ago)" if isinstance(when, (int, float)) else ""
-                typer.echo(f"hermes-gateway is not running for {home}{seen}.")
-                if data.get("last_error"):
-                    typer.echo(f"Last error: {data['last_error']}")
-                raise typer.Exit(EX_NOT_RUNNING)
+            if not (_pid_alive(data.get("pid")) and data.get("running", False)):
+                _not_running(home, data, as_json)
             updated = data.get("updated_at")
             if isinstance(updated, (int, float)) and time.time() - updated > STALE_AFTER:
                 data["stale_seconds"] = round(time.time() - updated)
     if data is None:
-        typer.echo(f"hermes-gateway is not running for {home} (no control socket, no {STATE_FILE}).")
-        raise typer.Exit(EX_NOT_RUNNING)
+        _not_running(home, None, as_json)
     if as_json:
         typer.echo(json.dumps(data, indent=2, sort_keys=True))
         return
@@ -168,22 +189,41 @@ def _check_config(home: Path) -> tuple[Check, LoadedConfig | None]:
         config = load_config(home)
     except ConfigError as exc:
         return Check("config", "fail", str(exc), f"edit {home / 'config.yaml'} (or .env) as the message says"), None
+    if not config.config_file.exists():
+        return Check("config", "ok", f"no config.yaml, defaults in use ({config.config_file} does not exist)"), config
     return Check("config", "ok", f"{config.config_file} is valid"), config
+
+
+def _check_allowlist(config: LoadedConfig, platform: str) -> Check:
+    """A platform with a token but nobody allowed answers no one: default deny (routing/auth.py)."""
+    ids, allow_all = config.platform_allowlist(platform)
+    if allow_all:
+        return Check(f"allowlist {platform}", "ok", "anyone may chat (allow-all is on)")
+    if ids:
+        return Check(f"allowlist {platform}", "ok", f"{len(ids)} user id(s) may chat")
+    prefix = platform.upper()
+    return Check(f"allowlist {platform}", "warn", f"{platform} has a token but nobody may chat: "
+                 "no allowlist, no allow-all",
+                 f"add {prefix}_ALLOWED_USERS=<your {platform} user id> (or GATEWAY_ALLOWED_USERS) to "
+                 f"{config.home / '.env'}; {prefix}_ALLOW_ALL_USERS=true lets anyone in")
 
 
 def _check_tokens(config: LoadedConfig) -> list[Check]:
     """Only whether each secret is there: never its value, not even a prefix."""
     p = config.settings.platforms
     checks: list[Check] = []
-    active: list[str] = []
+    active: list[tuple[str, str, object]] = []
     for key in type(p).model_fields:
         section = getattr(p, key)
         if not isinstance(section, PlatformSettings) or not section.active:
             continue
         env = section.env_names()[section.credential_key]
-        active.append(env)
-        checks.append(Check(f"token {env}", "ok", "set") if getattr(section, section.credential_key) is not None else
+        active.append((key, env, getattr(section, section.credential_key)))
+    for platform, env, value in active:
+        checks.append(Check(f"token {env}", "ok", "set") if value is not None else
                       Check(f"token {env}", "fail", "missing", f"add {env}=<token> to {config.home / '.env'}"))
+        if value is not None:
+            checks.append(_check_allowlist(config, platform))
     api = p.api_server
     if api.enabled and api.host not in ("127.0.0.1", "localhost", "::1"):
         checks.append(Check("token API_SERVER_KEY", "ok", "set") if api.key is not None else
@@ -311,9 +351,14 @@ def doctor(
         if c.fix and c.level in ("warn", "fail"):
             typer.echo(f"       fix: {c.fix}")
     failed = [c for c in checks if c.level == "fail"]
+    warned = [c for c in checks if c.level == "warn"]
+    also = f" and {len(warned)} warning(s)" if warned else ""
     if failed:
-        typer.echo(f"{len(failed)} check(s) failed.")
+        typer.echo(f"{len(failed)} check(s) failed{also}.")
         raise typer.Exit(1)
+    if warned:
+        typer.echo(f"No check failed, but {len(warned)} warning(s) above.")
+        return
     typer.echo("All checks passed.")
 
 

@@ -2,7 +2,7 @@
 
 The unit is rendered for this machine (the real home, the real interpreter or
 console script) and holds no secrets: they stay in ``<home>/.env``, which the
-unit reads through ``EnvironmentFile=`` and which the installer makes 0600.
+daemon reads itself and which the installer makes 0600.
 When systemd runs (``/run/systemd/system`` exists and ``systemctl`` answers)
 the installer reloads it and enables the service; otherwise it prints the
 commands. For a user unit it checks lingering, without which the service
@@ -104,8 +104,9 @@ class _Systemd:
 
 UserOpt = Annotated[bool, typer.Option("--user/--system", help="A user unit (default) or a system unit.")]
 HomeOpt = Annotated[Path | None, typer.Option(
-    "--home", help="HERMES_HOME (default: $HERMES_HOME, else ~/.hermes of the account the service runs as)")]
-UnitDirOpt = Annotated[Path | None, typer.Option("--unit-dir", help="Where the unit goes (default: systemd's).")]
+    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME, else ~/.hermes of the account the service runs as)")]
+UnitDirOpt = Annotated[Path | None, typer.Option(
+    "--unit-dir", metavar="DIR", help="Where the unit goes (default: systemd's).")]
 SystemctlOpt = Annotated[str, typer.Option("--systemctl", hidden=True)]
 LoginctlOpt = Annotated[str, typer.Option("--loginctl", hidden=True)]
 RunDirOpt = Annotated[Path, typer.Option("--systemd-run-dir", hidden=True)]
@@ -183,8 +184,8 @@ def install(
     home: HomeOpt = None,
     unit_dir: UnitDirOpt = None,
     run_as: Annotated[str | None, typer.Option(
-        "--run-as", help="System unit: the account it runs as (default: who ran sudo, else you).")] = None,
-    start: Annotated[bool, typer.Option("--start/--no-start", help="enable --now after installing")] = True,
+        "--run-as", metavar="ACCOUNT", help="System unit: the account it runs as (default: who ran sudo, else you).")] = None,
+    start: Annotated[bool, typer.Option("--start/--no-start", help="Enable and start it after installing.")] = True,
     systemctl: SystemctlOpt = "systemctl",
     loginctl: LoginctlOpt = "loginctl",
     systemd_run_dir: RunDirOpt = Path("/run/systemd/system"),

@@ -1,7 +1,9 @@
 """``hermes-gateway sessions …``: list, export, rename, delete, prune, stats.
 
 Reads open a read-only connection of their own (no writer, no lock), so they
-work beside a running daemon. Writes go through the running daemon's control
+work beside a running daemon, and need nothing from config.yaml: a broken one
+is a warning, not a refusal, so a user can still see and export the sessions
+while fixing it. Writes go through the running daemon's control
 socket, which keeps the daemon the only writer; with no daemon they open the
 store directly, which takes the writer lock.
 """
@@ -16,17 +18,16 @@ import os
 import sqlite3
 import sys
 import tempfile
-import time
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import datetime
 from pathlib import Path
 from typing import IO, Annotated, Any, NoReturn, TypeVar
 
 import structlog
 import typer
-from rich.cells import cell_len, set_cell_size
+from rich.cells import cell_len
 
 from gateway.cli import sessions_admin
+from gateway.cli.sessions_table import fit_cells, format_size, format_table
 from gateway.config import default_home, load_config
 from gateway.control import client as control_client
 from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError, DaemonUnreachableError
@@ -45,8 +46,10 @@ sessions_app = typer.Typer(
     add_completion=False,
 )
 
-HomeOption = Annotated[Path | None, typer.Option("--home", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
-SourceOption = Annotated[str | None, typer.Option("--source", help="Only sessions from this platform (telegram, cli, ...)")]
+HomeOption = Annotated[Path | None, typer.Option(
+    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+SourceOption = Annotated[str | None, typer.Option(
+    "--source", metavar="PLATFORM", help="Only sessions from this platform (telegram, cli, ...)")]
 
 
 # ------------------------------------------------------------------ plumbing
@@ -92,6 +95,18 @@ def _home(home: Path | None) -> Path:
     """The home, after checking its configuration (a bad one exits 78, as the daemon does)."""
     _quiet_logs()
     return load_config(home or default_home()).home
+
+
+def _reading_home(home: Path | None) -> Path:
+    """The home for a read: a configuration error is a warning on stderr, the read goes on."""
+    _quiet_logs()
+    root = (home or default_home()).expanduser()
+    try:
+        load_config(root)
+    except ConfigError as exc:
+        typer.echo(f"hermes-gateway sessions: warning: configuration error (reading anyway): "
+                   f"{' '.join(str(exc).split())}", err=True)
+    return root
 
 
 def _read(home: Path, fn: Callable[[sqlite3.Connection], T]) -> T | None:
@@ -149,76 +164,26 @@ def _confirm(question: str, verb: str) -> None:
         _fail(f"cancelled; nothing was {verb}d.")
 
 
-# ------------------------------------------------------------------- display
-
-
-def relative_time(ts: float | None, now: float | None = None) -> str:
-    if not ts:
-        return "—"
-    now = time.time() if now is None else now
-    delta = now - ts
-    if delta < 60:
-        return "just now"
-    if delta < 3600:
-        return f"{int(delta // 60)}m ago"
-    if delta < 86400:
-        return f"{int(delta // 3600)}h ago"
-    if delta < 2 * 86400:
-        return "yesterday"
-    if delta < 7 * 86400:
-        return f"{int(delta // 86400)}d ago"
-    return datetime.fromtimestamp(ts).strftime("%Y-%m-%d")
-
-
-def _cell(text: str, width: int) -> str:
-    """Exactly ``width`` terminal cells: wide characters count double, long text ends in '…'."""
-    text = " ".join(text.split())  # a newline in a preview would break the row
-    if cell_len(text) > width:
-        text = set_cell_size(text, width - 1) + "…"
-    return set_cell_size(text, width)
-
-
-def format_table(rows: list[dict[str, Any]], now: float | None = None) -> list[str]:
-    """The reference's two layouts: with a Title column when any session has a title."""
-    id_width = max([len("ID"), *(len(r["id"]) for r in rows)])
-    with_titles = any(r.get("title") for r in rows)
-    if with_titles:
-        widths = (22, 40, 12)
-        head = ["Title", "Preview", "Last Active"]
-    else:
-        widths = (50, 12, 10)
-        head = ["Preview", "Last Active", "Src"]
-    lines = [" ".join(_cell(h, w) for h, w in zip(head, widths, strict=True)) + " ID"]
-    lines.append("─" * (sum(widths) + len(widths) + id_width))
-    for r in rows:
-        preview = r.get("preview") or "—"
-        when = relative_time(r.get("last_active"), now)
-        cols = [r.get("title") or "—", preview, when] if with_titles else [preview, when, r.get("source") or "—"]
-        lines.append(" ".join(_cell(c, w) for c, w in zip(cols, widths, strict=True)) + " " + r["id"])
-    return lines
-
-
-def format_size(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
-
-
 # ------------------------------------------------------------------ commands
+
+
+def _at_least_one(value: int) -> int:
+    # Not typer's min=1: that prints "[x>=1]" in the help.
+    if value < 1:
+        raise typer.BadParameter(f"must be at least 1, not {value}")
+    return value
 
 
 @sessions_app.command("list")
 def list_sessions(
     source: SourceOption = None,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="How many sessions to show")] = 20,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", callback=_at_least_one,
+                                       help="How many sessions to show (at least 1)")] = 20,
     home: HomeOption = None,
 ) -> None:
     """List recent sessions, newest first."""
     with _errors():
-        root = _home(home)
+        root = _reading_home(home)
         rows = _read(root, lambda conn: queries.recent_sessions(conn, limit=limit, source=source)) or []
     if not rows:
         typer.echo("No sessions found." if source is None else f"No sessions found from {source}.")
@@ -263,9 +228,11 @@ def _progress_wanted(file: str, total: int) -> bool:
 
 @sessions_app.command("export")
 def export_sessions(
-    file: Annotated[str, typer.Argument(help="Output file (JSONL, one session per line); '-' for stdout")],
+    file: Annotated[str, typer.Argument(metavar="FILE",
+                                        help="Output file (JSONL, one session per line); '-' for stdout")],
     source: SourceOption = None,
-    session_id: Annotated[str | None, typer.Option("--session-id", help="Only this session (id or unique prefix)")] = None,
+    session_id: Annotated[str | None, typer.Option(
+        "--session-id", metavar="ID", help="Only this session (id or unique prefix)")] = None,
     home: HomeOption = None,
 ) -> None:
     """Export sessions with all their messages as JSON lines."""
@@ -288,7 +255,7 @@ def export_sessions(
             return written
 
     with _errors():
-        root = _home(home)
+        root = _reading_home(home)
         if file != "-" and not Path(file).expanduser().parent.is_dir():
             _fail(f"cannot write {file}: the folder {Path(file).expanduser().parent} does not exist.")
         written = _read(root, export)
@@ -305,7 +272,7 @@ def export_sessions(
 def _describe(session: dict[str, Any]) -> str:
     label = session.get("title") or session.get("preview") or "no messages"
     n = session.get("message_count") or 0
-    return f"{session['id']} ({_cell(label, min(cell_len(label), 50)).rstrip()}, {n} message{'s' if n != 1 else ''})"
+    return f"{session['id']} ({fit_cells(label, min(cell_len(label), 50)).rstrip()}, {n} message{'s' if n != 1 else ''})"
 
 
 def _lookup(conn: sqlite3.Connection, id_or_prefix: str) -> dict[str, Any]:
@@ -341,7 +308,7 @@ def delete_session(
 @sessions_app.command("rename")
 def rename_session(
     session_id: Annotated[str, typer.Argument(metavar="ID", help="Session id or unique prefix")],
-    title: Annotated[list[str], typer.Argument(metavar="TITLE...", help="The new title (quotes not needed)")],
+    title: Annotated[list[str], typer.Argument(metavar="TITLE", help="The new title (quotes not needed)")],
     home: HomeOption = None,
 ) -> None:
     """Set or change a session's title."""
@@ -383,7 +350,7 @@ def prune_sessions(
 def session_stats(home: HomeOption = None) -> None:
     """Totals, sessions per source, database size."""
     with _errors():
-        root = _home(home)
+        root = _reading_home(home)
         db = root / DB_NAME
         data = _read(root, lambda conn: queries.stats(conn, db_path=db)) or {
             "total_sessions": 0, "total_messages": 0, "by_source": {}, "db_size_bytes": 0,

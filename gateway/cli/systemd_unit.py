@@ -5,8 +5,8 @@ quotes), so each setting is written by the rules of the parser systemd uses for
 it (systemd.unit(5), systemd.exec(5), systemd.service(5)):
 
 - ``%`` starts a specifier in every setting used here: written ``%%``.
-- ``WorkingDirectory=`` and ``EnvironmentFile=`` take the rest of the line as one
-  path: no quoting (quotes would become part of the path).
+- ``WorkingDirectory=`` takes the rest of the line as one path: no quoting
+  (quotes would become part of the path).
 - ``ReadWritePaths=`` is a space-separated list and ``Environment=`` a list of
   assignments: each entry goes in double quotes, with ``\\`` and ``"`` escaped.
 - ``ExecStart=`` splits like a shell and also expands ``$VAR``: words are quoted
@@ -14,6 +14,10 @@ it (systemd.unit(5), systemd.exec(5), systemd.service(5)):
 
 Control characters (a newline above all) cannot be written safely in any of
 them; such a path is refused.
+
+There is no ``EnvironmentFile=``: the daemon reads ``<home>/.env`` itself, and
+systemd would read the same file by other rules (its quotes, escapes and
+comments), so a value could differ between a service and ``hermes-gateway run``.
 """
 
 from __future__ import annotations
@@ -93,7 +97,7 @@ def render_unit(opts: UnitOptions) -> str:
         raise ValueError("a system unit needs the account it runs as")
     home = str(opts.home)
     lines = [
-        "# Written by `hermes-gateway service install`. Secrets live in the EnvironmentFile, never here.",
+        "# Written by `hermes-gateway service install`. Secrets stay in .env (the daemon reads it), never here.",
         "[Unit]",
         "Description=hermes-gateway: chat with your AI agent over Telegram, Discord, Slack and HTTP",
         "After=network-online.target",
@@ -105,7 +109,6 @@ def render_unit(opts: UnitOptions) -> str:
         "Type=notify",
         "NotifyAccess=main",
         f"Environment={_quoted(f'HERMES_HOME={home}')}",
-        f"EnvironmentFile=-{_specifiers(home)}/.env",
         f"WorkingDirectory={_specifiers(home)}",
         f"ExecStart={opts.exec_start}",
         # READY=1 comes once adapters are up, after 30 s at the latest (then /readyz tells the rest).

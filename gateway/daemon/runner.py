@@ -63,6 +63,9 @@ class Gateway:
     memory_flush: MemoryFlush | None = None
     #: ``hermes-gateway chat --standalone``: only the terminal chat, no HTTP server
     standalone: bool = False
+    #: False when the process is someone else's, who decides what SIGINT and SIGTERM mean
+    #: (``chat --standalone``: Ctrl-C leaves the chat first, then stops this gateway)
+    handle_signals: bool = True
 
     def __post_init__(self) -> None:
         self._stop = asyncio.Event()
@@ -122,7 +125,7 @@ class Gateway:
         """Serve until asked to stop. Raises ConfigError / StorageLockedError on a bad start."""
         settings = self.config.settings
         register_secrets(secrets_of(self.config))
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in (signal.SIGTERM, signal.SIGINT) if self.handle_signals else ():
             # From the first moment (before the first log line, which callers take as "started"):
             # a stop asked for during start-up becomes a clean drain once it is done.
             with contextlib.suppress(NotImplementedError, RuntimeError):
@@ -175,7 +178,8 @@ class Gateway:
     async def _serve(self, adapters: dict[str, Adapter], runtime: Runtime) -> None:
         services, router = runtime.services, runtime.router
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        signals = (signal.SIGTERM, signal.SIGINT) if self.handle_signals else ()
+        for sig in signals:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(sig, self.request_stop)
         try:
@@ -202,7 +206,7 @@ class Gateway:
                 await disconnect_all(adapters, self.config.settings.gateway.disconnect_timeout)
                 tg.cancel_scope.cancel()
         finally:
-            for sig in (signal.SIGTERM, signal.SIGINT):
+            for sig in signals:
                 with contextlib.suppress(NotImplementedError, RuntimeError):
                     loop.remove_signal_handler(sig)
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -32,6 +35,7 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway._chat_adapter import ChatAdapter
 from tests.gateway.conftest import free_port, run_gateway, write_config
 
+ROOT = Path(__file__).resolve().parents[2]
 SECRET = "sk-live-0f1e2d3c4b5a69788796"
 MODEL_KEY = "sk-model-key-aa11bb22cc33dd44"
 ALLOW = {"TESTCHAT_ALLOWED_USERS": "u1"}
@@ -54,8 +58,8 @@ def logging_sandbox() -> Iterator[None]:
         root.setLevel(level)
         for name, lvl in noisy.items():
             logging.getLogger(name).setLevel(lvl)
-        logs._secrets.clear()
-        logs._secrets.update(secrets)
+        logs.forget_secrets()
+        register_secrets(secrets)
         structlog.contextvars.clear_contextvars()
 
 
@@ -156,11 +160,32 @@ def test_registered_secrets_are_redacted_everywhere_in_an_event(capsys: pytest.C
     assert events["test.bound"]["token"] == "[redacted]"
 
 
-def test_short_values_are_not_treated_as_secrets() -> None:
-    register_secrets(["abc", "12345"])  # too short to redact safely (would eat ordinary words)
-    assert logs.redact("abc 12345 abcdef") == "abc 12345 abcdef"
+def test_short_secrets_are_redacted_as_whole_tokens_only() -> None:
+    """A short secret (an API key someone set to "pw1") is still a secret; but as a
+    substring it would eat ordinary words, so it is redacted only where it stands alone."""
+    register_secrets(["abc", "pw1", "x"])
+    assert logs.redact("abc") == "[redacted]"
+    assert logs.redact("key=abc&next=1 token: pw1. (x)") == "key=[redacted]&next=1 token: [redacted]. ([redacted])"
+    assert logs.redact('{"key": "abc"} Bearer pw1') == '{"key": "[redacted]"} Bearer [redacted]'
+    # Inside longer words, identifiers, ids and names it is left alone.
+    untouched = "abcdef xabc abc_1 my-abc-key pw12 apw1 max x1 index box-x"
+    assert logs.redact(untouched) == untouched
+
+
+def test_long_secrets_are_redacted_inside_words_too() -> None:
     register_secrets(["abcdef"])
-    assert logs.redact("abc 12345 abcdef") == "abc 12345 [redacted]"
+    assert logs.redact("abc 12345 abcdef xabcdefx") == "abc 12345 [redacted] x[redacted]x"
+
+
+def test_a_secret_holding_a_shorter_one_is_redacted_whole() -> None:
+    # Replaced shortest first, "sk-abc" would become "sk-[redacted]" and the rest would leak.
+    register_secrets(["abc", "sk-abc-0f1e2d3c", "0f1e2d"])
+    assert logs.redact("key sk-abc-0f1e2d3c, abc") == "key [redacted], [redacted]"
+
+
+def test_whitespace_is_never_a_secret() -> None:
+    register_secrets([" ", "\t", ""])
+    assert logs.redact("a b\tc") == "a b\tc"
 
 
 def test_secrets_inside_structures_are_redacted(capsys: pytest.CaptureFixture[str]) -> None:
@@ -292,3 +317,56 @@ async def test_failed_turn_never_leaks_the_model_key(
     finally:
         conn.close()
     assert MODEL_KEY not in dumped
+
+
+# ------------------------------------------------------------ journald priority
+
+_LOG_EVERY_LEVEL = """
+import logging, sys, structlog
+from gateway.logs import configure_logging
+configure_logging("debug", sys.argv[1])
+log = structlog.get_logger("hermes.test")
+log.debug("test.debug")
+log.info("test.info")
+log.warning("test.warning")
+log.error("test.error")
+try:
+    raise ValueError("boom")
+except ValueError:
+    log.exception("test.exception")
+log.critical("test.critical")
+logging.getLogger("some.library").error("library error")
+"""
+
+
+def _log_to_file(tmp_path: Path, fmt: str, journal: str | None) -> str:
+    """A real process logging to a file as its stdout; ``journal``: "match" makes
+    $JOURNAL_STREAM name that file (as systemd does for a service), "other" another file."""
+    out = tmp_path / f"out-{fmt}-{journal}.log"
+    out.touch()
+    env = {k: v for k, v in os.environ.items() if k != "JOURNAL_STREAM"}
+    env["PYTHONPATH"] = str(ROOT)
+    if journal is not None:
+        st = (out if journal == "match" else tmp_path).stat()
+        env["JOURNAL_STREAM"] = f"{st.st_dev}:{st.st_ino}"
+    with out.open("w") as stdout:
+        subprocess.run([sys.executable, "-c", _LOG_EVERY_LEVEL, fmt], stdout=stdout, env=env, check=True,
+                       timeout=60, cwd=ROOT)
+    return out.read_text()
+
+
+def test_json_lines_carry_the_syslog_priority_for_journald(tmp_path: Path) -> None:
+    lines = _log_to_file(tmp_path, "json", "match").splitlines()
+    priorities = [line[:line.index(">") + 1] for line in lines]
+    events = [json.loads(line[line.index(">") + 1:])["event"] for line in lines]
+    assert list(zip(events, priorities, strict=True)) == [
+        ("test.debug", "<7>"), ("test.info", "<6>"), ("test.warning", "<4>"), ("test.error", "<3>"),
+        ("test.exception", "<3>"), ("test.critical", "<2>"), ("library error", "<3>")]
+
+
+def test_without_journald_json_lines_and_the_console_format_are_unchanged(tmp_path: Path) -> None:
+    for journal in (None, "other"):  # no journal, or stdout is not the journal's stream
+        lines = _log_to_file(tmp_path, "json", journal).splitlines()
+        assert len(lines) == 7 and all(json.loads(line)["event"] for line in lines)
+    pretty = _log_to_file(tmp_path, "pretty", "match")
+    assert "test.error" in pretty and not any(line.startswith("<") for line in pretty.splitlines())

@@ -31,11 +31,12 @@ def lines_about(out: str, name: str) -> list[str]:
 
 
 async def seeded_home(tmp_path: Path, fake_openai: FakeOpenAI) -> Path:
-    """A home a daemon has run in and stopped: state.db with a conversation, .env with a token."""
+    """A home a daemon has run in and stopped: state.db with a conversation, .env with a token
+    and the user allowed to use it."""
     home, port = tmp_path / "home", free_port()
     write_home(home, port, fake_openai.base_url, platforms={"api_server": {"port": port},
                                                             "telegram": {"enabled": False}})
-    (home / ".env").write_text(f"TELEGRAM_BOT_TOKEN={TOKEN}\n")
+    (home / ".env").write_text(f"TELEGRAM_BOT_TOKEN={TOKEN}\nTELEGRAM_ALLOWED_USERS=42\n")
     (home / ".env").chmod(0o600)
     with run_daemon(home, port) as d:
         await d.wait_healthy()
@@ -51,6 +52,23 @@ async def seeded_home(tmp_path: Path, fake_openai: FakeOpenAI) -> Path:
 def test_status_without_a_daemon_exits_3(tmp_path: Path) -> None:
     proc = cli(tmp_path / "nothing", "status")
     assert proc.returncode == 3 and "not running" in proc.stdout
+
+
+def test_status_json_without_a_daemon_is_json_only(tmp_path: Path) -> None:
+    home = tmp_path / "nothing"
+    proc = cli(home, "status", "--json")
+    assert proc.returncode == 3 and proc.stderr == ""
+    assert json.loads(proc.stdout) == {"running": False, "home": str(home), "last_seen": None, "last_error": None}
+
+
+def test_status_works_with_a_broken_config_and_says_so_on_stderr(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("gateway:\n  drain_timeout: soon\n")
+    proc = cli(home, "status", "--json")
+    assert proc.returncode == 3 and json.loads(proc.stdout)["running"] is False
+    [warning] = proc.stderr.splitlines()
+    assert warning.startswith("hermes-gateway status: warning: configuration error") and "drain_timeout" in warning
 
 
 async def test_status_of_a_running_daemon_over_the_socket_then_the_state_file(
@@ -88,6 +106,10 @@ async def test_status_of_a_running_daemon_over_the_socket_then_the_state_file(
         assert await d.wait_exit() == 0
     proc = await asyncio.to_thread(cli, home, "status")
     assert proc.returncode == 3 and "not running" in proc.stdout and "last seen" in proc.stdout
+    proc = await asyncio.to_thread(cli, home, "status", "--json")
+    down = json.loads(proc.stdout)
+    assert proc.returncode == 3 and down["running"] is False and down["home"] == str(home)
+    assert isinstance(down["last_seen"], float) and down["last_error"] is None
 
 
 # ------------------------------------------------------------------------ doctor
@@ -104,6 +126,7 @@ async def test_doctor_passes_on_a_sound_home_without_printing_the_token(
     assert proc.returncode == 0, out
     assert TOKEN not in out and TOKEN.split(":")[1][:6] not in out
     assert lines_about(out, "token TELEGRAM_BOT_TOKEN") == ["[ok  ] token TELEGRAM_BOT_TOKEN: set"]
+    assert lines_about(out, "allowlist telegram") == ["[ok  ] allowlist telegram: 1 user id(s) may chat"]
     assert "PRAGMA quick_check: ok" in out and "FTS5 and the trigram tokenizer" in out
     assert "[ok  ] permissions .env: 0600" in out and "[ok  ] permissions state.db: 0600" in out
     assert "[ok  ] wal:" in out and "All checks passed." in out
@@ -135,6 +158,38 @@ def test_doctor_reports_a_broken_config_and_a_missing_db(tmp_path: Path) -> None
     assert "[--  ] state.db:" in proc.stdout
 
 
+def test_doctor_without_config_yaml_says_defaults_are_in_use_and_counts_its_warnings(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    assert lines_about(proc.stdout, "config") == [
+        f"[ok  ] config: no config.yaml, defaults in use ({home / 'config.yaml'} does not exist)"]
+    # No model: a warning, so not "All checks passed.", but no failure either.
+    assert "[WARN] model:" in proc.stdout and "All checks passed." not in proc.stdout
+    assert proc.stdout.splitlines()[-1] == "No check failed, but 1 warning(s) above." and proc.returncode == 0
+
+
+def test_doctor_warns_when_a_platform_has_a_token_but_nobody_may_chat(tmp_path: Path) -> None:
+    home, xdg = tmp_path / "home", str(tmp_path / "xdg")
+    home.mkdir()
+    env = home / ".env"
+
+    def doctor(dotenv: str, **environ: str) -> subprocess.CompletedProcess[str]:
+        env.write_text(f"TELEGRAM_BOT_TOKEN={TOKEN}\n{dotenv}")
+        env.chmod(0o600)
+        return cli(home, "doctor", XDG_CONFIG_HOME=xdg, **environ)
+
+    proc = doctor("")
+    assert lines_about(proc.stdout, "allowlist telegram") == [
+        "[WARN] allowlist telegram: telegram has a token but nobody may chat: no allowlist, no allow-all"]
+    assert f"fix: add TELEGRAM_ALLOWED_USERS=<your telegram user id> (or GATEWAY_ALLOWED_USERS) to {env}" in proc.stdout
+    assert proc.returncode == 0 and "All checks passed." not in proc.stdout and TOKEN not in proc.stdout
+    assert lines_about(doctor("GATEWAY_ALLOWED_USERS=7, 8\n").stdout, "allowlist telegram") == [
+        "[ok  ] allowlist telegram: 2 user id(s) may chat"]
+    assert lines_about(doctor("", TELEGRAM_ALLOW_ALL_USERS="true").stdout, "allowlist telegram") == [
+        "[ok  ] allowlist telegram: anyone may chat (allow-all is on)"]
+
+
 def test_doctor_warns_about_linger_when_a_user_unit_is_installed(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()
@@ -148,6 +203,7 @@ def test_doctor_warns_about_linger_when_a_user_unit_is_installed(tmp_path: Path)
     user = subprocess.run(["id", "-un"], capture_output=True, text=True, check=True).stdout.strip()
     assert "[WARN] linger:" in proc.stdout and f"fix: sudo loginctl enable-linger {user}" in proc.stdout
     assert proc.returncode == 0  # a warning, not a failure
+    assert "All checks passed." not in proc.stdout
 
 
 def test_doctor_checks_db_on_a_copy_made_by_sqlite(tmp_path: Path) -> None:

@@ -87,7 +87,8 @@ def test_shipped_unit_has_the_required_settings() -> None:
     assert int(f["TimeoutStopSec"]) == required_stop_timeout(GatewayConfig()) == 45
     assert f["NoNewPrivileges"] == "true" and f["ProtectSystem"] == "strict" and f["PrivateTmp"] == "true"
     assert f["ProtectHome"] == "read-only" and f["ReadWritePaths"] == "%h/.hermes" and f["UMask"] == "0077"
-    assert f["EnvironmentFile"] == "-%h/.hermes/.env"
+    # The daemon reads .env itself: systemd's EnvironmentFile= would parse its quotes by other rules.
+    assert "EnvironmentFile" not in f
     assert not any(k.endswith(("TOKEN", "KEY", "SECRET")) for k in f.get("Environment", "").split())
 
 
@@ -102,7 +103,7 @@ def test_rendered_units_pass_verify(systemd_analyze: str, sandbox: dict[str, Pat
     assert verify(systemd_analyze, unit, sandbox, user=not system) == ""
     f = unit_fields(text)
     assert int(f["TimeoutStopSec"]) == 120 + 30 + 15  # drain + disconnect + the writer's margin
-    assert f["ReadWritePaths"] == f'"{home}"' and f["EnvironmentFile"] == f"-{home}/.env"
+    assert f["ReadWritePaths"] == f'"{home}"' and "EnvironmentFile" not in f
     assert ("User" in f) is system
 
 
@@ -137,7 +138,7 @@ def test_a_home_with_spaces_quotes_dollar_and_percent_passes_verify(
     assert verify(systemd_analyze, unit, sandbox, user=not system) == ""
     f = unit_fields(text)
     escaped = str(home).replace("%", "%%")
-    assert f["WorkingDirectory"] == escaped and f["EnvironmentFile"] == f"-{escaped}/.env"
+    assert f["WorkingDirectory"] == escaped and "EnvironmentFile" not in f
     inner = escaped.replace('"', '\\"')
     assert f["ReadWritePaths"] == f'"{inner}"' and f["Environment"] == f'"HERMES_HOME={inner}"'
     assert f["ExecStart"].endswith(f'--home "{inner.replace("$", "$$")}"')
@@ -191,7 +192,7 @@ def test_install_without_systemd_writes_the_unit_secures_env_and_prints_the_comm
     text = unit.read_text()
     assert secret not in text and secret not in proc.stdout + proc.stderr
     f = unit_fields(text)
-    assert f["Environment"] == f'"HERMES_HOME={home}"' and f["EnvironmentFile"] == f"-{home}/.env"
+    assert f["Environment"] == f'"HERMES_HOME={home}"' and "EnvironmentFile" not in f
     assert f["ExecStart"].endswith(f"run --home {home}")
     assert stat.S_IMODE((home / ".env").stat().st_mode) == 0o600
     assert "systemctl --user daemon-reload && systemctl --user enable --now hermes-gateway.service" in proc.stdout

@@ -478,11 +478,22 @@ def test_stats(home: Path) -> None:
 # -------------------------------------------------------------------- config
 
 
-def test_bad_config_exits_78(home: Path) -> None:
-    (home / "config.yaml").write_text("no_such_section: {}\n")
-    r = cli(home, "list")
-    assert r.code == 78
-    assert "configuration error" in _one_line_error(r) and "no_such_section" in r.err
+def test_with_a_broken_config_reads_warn_and_work_and_writes_exit_78(home: Path) -> None:
+    """Reads need nothing from config.yaml: a user fixing it can still look at the sessions."""
+    (home / "config.yaml").write_text("gateway:\n  drain_timeout: soon\nno_such_section: {}\n")
+    for args in (["list"], ["stats"], ["export", "-"]):
+        r = cli(home, *args)
+        assert r.code == 0, r.err
+        warning = r.err.splitlines()[0]
+        assert warning.startswith("hermes-gateway sessions: warning: configuration error (reading anyway): ")
+        assert "gateway.drain_timeout" in warning and "no_such_section" in warning
+    assert AUTH in cli(home, "list").out
+    assert len(cli(home, "export", "-").out.splitlines()) == 5
+    for args in (["rename", AUTH, "new", "title"], ["delete", AUTH, "--yes"], ["prune", "--yes"]):
+        r = cli(home, *args)
+        assert r.code == 78, (args, r.err)
+        assert "configuration error" in _one_line_error(r) and "no_such_section" in r.err
+    assert _title(home, AUTH) is None and AUTH in _ids(home) and OLD_TG in _ids(home)
 
 
 # ----------------------------------------------------- through the daemon
@@ -538,7 +549,7 @@ def test_export_to_a_reader_that_goes_away_stops_quietly(home: Path) -> None:
 
 
 def test_relative_times_and_sizes() -> None:
-    from gateway.cli.sessions import format_size, relative_time
+    from gateway.cli.sessions_table import format_size, relative_time
 
     now = 1_800_000_000.0
     assert [relative_time(now - d, now) for d in (5, 300, 2 * 3600 + 1, 30 * 3600, 3 * DAY + 1)] == [
