@@ -1,22 +1,24 @@
 # Two commands on a fresh machine: `make run` and `make test`. Only python3 and make needed.
+# Installs take the versions pinned in constraints.txt (what CI tested); `make lock` refreshes
+# them on purpose, to the newest releases pyproject.toml allows.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run test lint typecheck bench clean lock
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
-$(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e .
+$(STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e .
 	touch $@
 
-$(DEVSTAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+$(DEVSTAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $@ $(STAMP)
 
 run: $(STAMP)
@@ -37,6 +39,16 @@ test: $(DEVSTAMP)
 
 bench: $(DEVSTAMP)
 	$(BIN)/python -m bench
+
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet --upgrade pip
+	.lock-venv/bin/python -m pip install --quiet -e '.[dev]'
+	( echo "# Pinned by \`make lock\` from pyproject.toml (runtime and dev extras); make installs with -c."; \
+	  .lock-venv/bin/python -m pip freeze --exclude-editable | grep -v '^hermes-gateway' ) > constraints.txt
+	rm -rf .lock-venv
+	rm -f $(STAMP) $(DEVSTAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
