@@ -66,6 +66,23 @@ async def test_a_body_cut_inside_the_answer_keeps_what_came_before_the_cut(
     assert len(kept) >= surely_kept
 
 
+# Each unit encodes to an odd number of bytes, so the windows fall at a different place in it each time.
+@pytest.mark.parametrize(("unit", "ascii_only"), [('ab"\\c\n', False), ('x\\\\"😀é\t', False),
+                                                  ("\\" * 7 + '"q', False), ('😀é"\\z', True)])
+async def test_long_bodies_parse_whole_and_cut_wherever_the_scan_and_slice_windows_fall(unit: str,
+                                                                                      ascii_only: bool) -> None:
+    # ~1 MB of escape-dense text: the 32 KB scan windows and 128 KB slices end at every kind of byte
+    # (ensure_ascii: an emoji is a surrogate pair of escapes, \ud83d\ude00).
+    content = unit * (2**20 // len(unit.encode()))
+    body = json.dumps(_completion(content), ensure_ascii=ascii_only).encode()
+    assert (await parse_json(body, inline_bytes=0))["choices"][0]["message"]["content"] == content
+    start = body.index(b'"content": "') + len(b'"content": "')
+    for cut in range(start + 300_000, start + 300_000 + 23):
+        kept = (await parse_json(body[:cut], cut=True))["choices"][0]["message"]["content"]
+        assert content.startswith(kept)
+        assert len(json.dumps(kept, ensure_ascii=ascii_only).encode()) - 2 > 300_000 - 40  # what the cut held
+
+
 async def test_a_cut_in_a_key_or_between_values_drops_only_the_unfinished_part() -> None:
     body = json.dumps(_completion("x" * 300)).encode()
     usage_key = body.index(b'"completion_tokens"')
@@ -82,7 +99,7 @@ async def test_a_body_that_is_not_json_is_a_value_error() -> None:
 
 
 async def test_the_loop_runs_between_the_slices_of_a_long_answer() -> None:
-    content = "word " * 800_000  # 4 MB: 16 slices of the default size
+    content = "word " * 800_000  # 4 MB: 32 slices of the default size
     body = json.dumps(_completion(content)).encode()
     ticks = 0
     stop = asyncio.Event()
