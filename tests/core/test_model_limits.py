@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core import ModelClient, ModelSettings, ModelTimeoutError, ModelUnavailableError
+from core import ModelClient, ModelResponseError, ModelSettings, ModelTimeoutError, ModelUnavailableError
 from core._background import BackgroundTasks
 from core._budget import current_budget, turn_budget
 from core._loop import cut_note
@@ -130,6 +130,15 @@ async def test_an_answer_within_the_cap_is_whole(fake_openai: FakeOpenAI) -> Non
     async with _client(fake_openai, max_response_bytes=CAP) as client:
         result = await client.chat(HELLO)
     assert result.cut_at is None and result.content == answer
+
+
+async def test_a_body_past_the_cap_that_is_no_completion_says_what_to_change(fake_openai: FakeOpenAI) -> None:
+    fake_openai.respond(200, "<html>" + "x" * 200_000)
+    async with _client(fake_openai, max_response_bytes=CAP) as client:
+        with pytest.raises(ModelResponseError) as caught:
+            await client.chat(HELLO)
+    assert "longer than 64 KB" in str(caught.value) and "model.max_response_bytes" in str(caught.value)
+    assert len(fake_openai.chat_requests) == 1
 
 
 async def test_a_cut_answer_ends_the_turn_saying_so_and_is_stored_once(
