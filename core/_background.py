@@ -14,6 +14,8 @@ import structlog
 
 from storage.errors import GatewayError
 
+from ._budget import outside_budget
+
 log = structlog.get_logger("hermes.agent")
 
 
@@ -26,7 +28,8 @@ class BackgroundTasks:
         if self._closed:
             coro.close()
             return None
-        task = asyncio.create_task(self._guard(coro, name), name=name)
+        # Spawned by a turn, but not part of it: the turn's time budget does not carry over.
+        task = asyncio.create_task(self._guard(coro, name), name=name, context=outside_budget())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task

@@ -69,6 +69,8 @@ class ChatResult:
     usage: Usage
     model: str | None
     raw: dict[str, Any] = field(repr=False)
+    #: the answer was longer than ``model.max_response_bytes`` and was cut there (that many bytes)
+    cut_at: int | None = None
 
     @property
     def content(self) -> str | None:

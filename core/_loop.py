@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from .llm import ChatResult, ModelClient
+from .llm import ChatResult, ModelClient, describe_size
 from .prompt import apply_prompt_caching, is_anthropic_model
 from .tools import ToolContext, ToolRegistry
 
@@ -37,6 +37,12 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 FinalOp = Callable[[int, set[str], str], Callable[[sqlite3.Connection], None]]
 
 CANCELLED_RESULT = "Cancelled: the turn was stopped before this tool call finished. Nothing more was done."
+
+
+def cut_note(cut_at: int) -> str:
+    """What an answer cut at ``model.max_response_bytes`` ends with, so that the user (and the model,
+    when the history is replayed) knows the rest is missing."""
+    return f"[the model's answer was cut at {describe_size(cut_at)}: model.max_response_bytes]"
 
 
 def budget_message(limit: int) -> str:
@@ -250,6 +256,14 @@ class ToolLoop:
         for key in ("content", "reasoning", "reasoning_content"):
             if isinstance(message.get(key), str):
                 message[key] = scrub_text(message[key])
+        if reply.cut_at is not None:
+            # The answer ends here, said to be cut; tool calls after the cut would be cut too.
+            content = message.get("content")
+            text = content.rstrip() if isinstance(content, str) else ""
+            message["content"] = f"{text}\n\n{cut_note(reply.cut_at)}" if text else cut_note(reply.cut_at)
+            message.pop("tool_calls", None)
+            message["finish_reason"] = "length"
+            return message
         if "tool_calls" in message:
             calls = normalize_tool_calls(message["tool_calls"] or [])
             if calls:

@@ -8,6 +8,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .tools import ToolsetPolicy
 
+#: ``model.max_response_bytes``: its default and its bounds. A chat answer of 4 MiB is about a
+#: million tokens, far past any model's output limit; the upper bound keeps every answer below
+#: the 10M characters at which the local HTTP API would split it.
+DEFAULT_MAX_RESPONSE_BYTES = 4 * 2**20
+MIN_RESPONSE_BYTES = 64 * 2**10
+MAX_RESPONSE_BYTES = 8 * 2**20
+
 
 @dataclass(frozen=True)
 class AgentSettings:
@@ -65,6 +72,10 @@ class ModelSettings:
     backoff_max: float = 20.0
     #: the longest Retry-After the client waits out; a longer one fails the call at once
     max_retry_after: float = 90.0
+    #: every model call of one turn (retries, tool steps, a compression) shares this many seconds
+    turn_timeout: float = 300.0
+    #: the most of one response body that is read; a longer answer is cut there, and says so
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     def __post_init__(self) -> None:
         if not self.timeout > 0 or not self.connect_timeout > 0:
@@ -75,6 +86,11 @@ class ModelSettings:
             raise ValueError("model.backoff_base and model.backoff_max must be 0 or more")
         if self.max_retry_after < 0:
             raise ValueError("model.max_retry_after must be 0 or more")
+        if not self.turn_timeout > 0:
+            raise ValueError("model.turn_timeout must be greater than 0")
+        if not MIN_RESPONSE_BYTES <= self.max_response_bytes <= MAX_RESPONSE_BYTES:
+            raise ValueError(f"model.max_response_bytes must be between {MIN_RESPONSE_BYTES} "
+                             f"and {MAX_RESPONSE_BYTES} bytes")
 
     @property
     def configured(self) -> bool:

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from ._background import BackgroundTasks
+from ._budget import turn_budget
 from ._loop import FinalOp, LoopResult, ToolLoop, repair_history
 from ._settings import AgentSettings
 from .compression import CompressOutcome
@@ -153,6 +154,11 @@ class HermesAgent:
         return outcome.split.new_session_id if outcome.split else session_id
 
     async def run_turn(self, request: TurnRequest) -> TurnResult:
+        # One time budget for every model call of the turn: a compression's, each tool step's, the answer's.
+        with turn_budget(self._rt.client.settings.turn_timeout):
+            return await self._run_turn(request)
+
+    async def _run_turn(self, request: TurnRequest) -> TurnResult:
         rt = self._rt
         session_id = request.session_id
         session, history = await rt.store.load_conversation(session_id)

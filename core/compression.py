@@ -11,7 +11,9 @@ takes the lineage title (``X #2``) and a freshly built system prompt, and the
 chat's key is re-pointed to it (by an operation the gateway supplies). A
 cancel or a crash therefore leaves either the old session, live and whole, or
 the new one, bound to the chat. The old transcript is left untouched, so
-nothing said is ever lost.
+nothing said is ever lost; that is also why a kept message too large for the
+new session (a megabyte answer) is not copied whole: its copy is cut and
+points back at the old session, which holds the one whole copy.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ RebindOp = Callable[[sqlite3.Connection, str, str], None]
 # Per message: the role and framing cost a few tokens beyond the text.
 _MESSAGE_OVERHEAD = 4
 _CHARS_PER_TOKEN = 4
+# A kept message may always keep this many tokens, however small the keep budget.
+_MIN_KEPT_TOKENS = 500
 
 
 def estimate_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
@@ -79,6 +83,22 @@ def keep_budget(compression_at: int, system_prompt: str) -> int:
     """
     system = estimate_tokens([{"role": "system", "content": system_prompt}])
     return max(compression_at // 2 - system - SUMMARY_MAX_TOKENS, 0)
+
+
+def kept_message_chars(keep_tokens: int) -> int:
+    """The most characters of one message that a split copies into the new session: a quarter of
+    what the head and tail may keep between them, so one huge message cannot fill the new session."""
+    return max(keep_tokens // 4, _MIN_KEPT_TOKENS) * _CHARS_PER_TOKEN
+
+
+def clip_kept(message: dict[str, Any], max_chars: int, old_id: str) -> dict[str, Any]:
+    """``message`` as the new session keeps it: text past ``max_chars`` left out, saying where it is."""
+    content = message.get("content")
+    if not isinstance(content, str) or len(content) <= max_chars:
+        return message
+    note = (f"[{len(content) - max_chars} more characters of this message were left out when the session "
+            f"was compressed; the whole message is in session {old_id}.]")
+    return {**message, "content": f"{content[:max_chars]}\n\n{note}"}
 
 
 def plan_split(history: Sequence[dict[str, Any]], *, head_messages: int, tail_tokens: int,
@@ -182,12 +202,14 @@ def split_session_op(
     *,
     usage: Mapping[str, Any] | None = None,
     rebind: tuple[RebindOp, str] | None = None,
+    max_chars: int | None = None,
 ) -> Callable[[sqlite3.Connection], SplitResult]:
     """One transaction: new session (head + summary + tail, new prompt, lineage title), old one ended.
 
     ``usage`` (the summary call) is booked on the old session; ``rebind`` (the
     operation and the chat's key) moves the chat to the new session in the
-    same transaction, so no crash or cancel can leave it on the ended one.
+    same transaction, so no crash or cancel can leave it on the ended one. A
+    kept message longer than ``max_chars`` is copied cut (``clip_kept``).
     """
 
     def op(conn: sqlite3.Connection) -> SplitResult:
@@ -207,6 +229,8 @@ def split_session_op(
                            system_prompt=system_prompt, started_at=now)
         summary_msg = {"role": "user", "content": f"{SUMMARY_PREFIX}\n{summary}"}
         for message in [*plan.head, summary_msg, *plan.tail]:
+            if max_chars is not None:
+                message = clip_kept(message, max_chars, old_id)
             cols = ops.message_columns(message)
             cols.pop("timestamp", None)
             ops.append_message(conn, new_id, **cols)

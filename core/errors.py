@@ -104,17 +104,32 @@ class ModelUnavailableError(ModelError):
 
 
 class ModelTimeoutError(ModelError):
-    """No complete answer within ``timeout`` seconds, on every attempt."""
+    """No complete answer within ``timeout`` seconds on every attempt, or within the turn's budget.
 
-    def __init__(self, endpoint: str, attempts: int, timeout: float) -> None:
+    ``turn_timeout`` is set when it was the turn's budget (``model.turn_timeout``) that ran
+    out: then ``attempts`` counts those of the call that was cut short (0: the budget was
+    spent before it could start).
+    """
+
+    def __init__(self, endpoint: str, attempts: int, timeout: float, *, turn_timeout: float | None = None) -> None:
         self.endpoint = endpoint
         self.attempts = attempts
         self.timeout = timeout
-        super().__init__(
-            f"The model endpoint {endpoint} did not answer within {timeout:g}s ({_attempts(attempts)}). "
-            "The model may be overloaded or the request too large; try again, "
-            "or raise model.timeout in config.yaml."
-        )
+        self.turn_timeout = turn_timeout
+        if turn_timeout is not None:
+            tried = f" ({_attempts(attempts)} of the last model call)" if attempts else ""
+            message = (
+                f"This message's time budget of {turn_timeout:g}s ran out before the model endpoint {endpoint} "
+                f"finished answering{tried}. The model may be hung or overloaded, or the task too big for one "
+                "message: try again or ask for less at once, or raise model.turn_timeout in config.yaml."
+            )
+        else:
+            message = (
+                f"The model endpoint {endpoint} did not answer within {timeout:g}s ({_attempts(attempts)}). "
+                "The model may be overloaded or the request too large; try again, "
+                "or raise model.timeout in config.yaml."
+            )
+        super().__init__(message)
 
 
 class ModelResponseError(ModelError):

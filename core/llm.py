@@ -8,6 +8,11 @@ the call at once, saying how long to wait); everything else fails at once with a
 from ``core.errors`` that tells the user what to change. The API key is sent
 only in the ``Authorization`` header: it never appears in a repr, a log line
 or an exception message.
+
+Inside a turn (``core._budget``) attempts and waits share the turn's budget,
+``turn_timeout``: an attempt's timeout is clipped to what is left, and a retry
+that cannot fit is not started. At most ``max_response_bytes`` of a response
+are read; a longer answer comes back cut there, marked by ``ChatResult.cut_at``.
 """
 
 from __future__ import annotations
@@ -16,12 +21,15 @@ import asyncio
 import json
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Self
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import structlog
 
+from ._body import INLINE_PARSE_BYTES, parse_json, read_capped
+from ._budget import TurnBudget, current_budget
 from ._completion import BadCompletion, ChatResult, Usage, parse_completion
 from ._failures import Failure, clip, error_field, scrub, status_failure
 from ._settings import ModelSettings, display_url
@@ -32,11 +40,14 @@ from .errors import (
     ModelUnavailableError,
 )
 
-__all__ = ["ChatResult", "ModelClient", "ModelSettings", "Usage", "retry_delay"]
+__all__ = ["ChatResult", "ModelClient", "ModelSettings", "Usage", "describe_size", "retry_delay"]
 
 log = structlog.get_logger("hermes.core")
 
 _USER_AGENT = "hermes-gateway/0.1"
+# A retry is started only when at least this much of the turn's budget is left after its wait
+# (or model.timeout, if that is shorter): an attempt with less can hardly get an answer.
+_MIN_ATTEMPT_S = 1.0
 
 
 class ModelClient:
@@ -111,8 +122,12 @@ class ModelClient:
     async def _send(self, url: str, body: dict[str, Any]) -> ChatResult:
         headers = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
         attempts = self.settings.max_retries + 1
+        # The turn's budget (None outside a turn): every attempt and every wait fits in it.
+        budget = current_budget()
         for attempt in range(1, attempts + 1):
-            outcome = await self._attempt(url, body, headers)
+            if budget is not None and budget.remaining() <= 0:
+                raise self._budget_spent(budget, attempt - 1)
+            outcome = await self._attempt(url, body, headers, budget)
             if isinstance(outcome, ChatResult):
                 return outcome
             if not outcome.retryable or attempt == attempts:
@@ -129,6 +144,17 @@ class ModelClient:
                     max_retry_after_s=self.settings.max_retry_after,
                 )
                 raise outcome.error(attempt) from outcome.cause
+            if budget is not None and budget.remaining() - delay < min(_MIN_ATTEMPT_S, self.settings.timeout):
+                # A retry that cannot finish inside the turn's budget is not started.
+                log.warning(
+                    "model.turn_budget_spent",
+                    endpoint=self._endpoint,
+                    attempt=attempt,
+                    reason=outcome.reason,
+                    turn_timeout_s=budget.seconds,
+                )
+                spent = self._budget_spent(budget, attempt) if outcome.reason == "timeout" else outcome.error(attempt)
+                raise spent from outcome.cause
             log.warning(
                 "model.retry",
                 endpoint=self._endpoint,
@@ -141,16 +167,27 @@ class ModelClient:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable: the last attempt always returns or raises")
 
-    async def _attempt(self, url: str, body: dict[str, Any], headers: dict[str, str]) -> ChatResult | Failure:
+    async def _attempt(self, url: str, body: dict[str, Any], headers: dict[str, str],
+                       budget: TurnBudget | None) -> ChatResult | Failure:
         timeout = self.settings.timeout
+        # httpx's timeouts are per read; this caps a server that trickles bytes forever.
+        limit = timeout + self.settings.connect_timeout
+        left = budget.remaining() if budget is not None else limit
         try:
-            # httpx's timeouts are per read; this caps a server that trickles bytes forever.
-            async with asyncio.timeout(timeout + self.settings.connect_timeout):
-                response = await self._http.post(url, json=body, headers=headers)
+            async with asyncio.timeout(min(limit, left)):
+                request = self._http.build_request("POST", url, json=body, headers=headers)
+                response = await self._http.send(request, stream=True)
+                try:
+                    raw, cut = await read_capped(response, self.settings.max_response_bytes)
+                finally:
+                    await response.aclose()
         except httpx.ConnectTimeout as exc:
             reason = f"no connection within {self.settings.connect_timeout:g}s"
             return self._unreachable(reason, exc)
         except (httpx.TimeoutException, TimeoutError) as exc:
+            if budget is not None and left < limit:  # cut short by the turn's budget: nothing is left to retry in
+                spent = budget
+                return Failure(False, "timeout", lambda n: self._budget_spent(spent, n), cause=exc)
             return Failure(
                 True, "timeout", lambda n: ModelTimeoutError(self._endpoint, n, timeout), cause=exc
             )
@@ -160,8 +197,11 @@ class ModelClient:
             problem = f"sent a response that could not be read ({type(exc).__name__})"
             return Failure(False, problem, lambda n: ModelResponseError(self._endpoint, problem), cause=exc)
         if response.is_success:
-            return self._interpret_success(response)
-        return self._status_failure(response.status_code, response.headers, _json_or_none(response.content))
+            return await self._interpret_success(response.headers, raw, cut)
+        return self._status_failure(response.status_code, response.headers, _json_or_none(raw))
+
+    def _budget_spent(self, budget: TurnBudget, attempts: int) -> ModelTimeoutError:
+        return ModelTimeoutError(self._endpoint, attempts, self.settings.timeout, turn_timeout=budget.seconds)
 
     def _unreachable(self, reason: str, exc: BaseException) -> Failure:
         return Failure(
@@ -171,10 +211,16 @@ class ModelClient:
             cause=exc,
         )
 
-    def _interpret_success(self, response: httpx.Response) -> ChatResult | Failure:
-        payload = _json_or_none(response.content)
+    async def _interpret_success(self, headers: httpx.Headers, raw: bytearray, cut: bool) -> ChatResult | Failure:
+        try:
+            # A large body is parsed in steps, so other chats' turns go on meanwhile (core/_body.py).
+            payload = await parse_json(raw, cut=cut)
+        except (ValueError, RecursionError):
+            payload = None
+        if cut and not isinstance(payload, dict):
+            return self._too_large()
         if not isinstance(payload, dict):
-            start = clip(self._scrub(response.content[:200].decode("utf-8", "replace")), 80)
+            start = clip(self._scrub(raw[:200].decode("utf-8", "replace")), 80)
             problem = f"answered with something that is not a JSON object (it starts with {start!r})"
             hint = "Check that model.base_url points at an OpenAI-compatible API (it usually ends in /v1)."
             return Failure(False, "not JSON", lambda n: ModelResponseError(self._endpoint, problem, hint=hint))
@@ -182,12 +228,25 @@ class ModelClient:
             # Some gateways (OpenRouter, LiteLLM) report upstream failures inside a 200.
             code = error_field(payload, "code")
             status = code if isinstance(code, int) and 400 <= code <= 599 else 502
-            return self._status_failure(status, response.headers, payload)
+            return self._status_failure(status, headers, payload)
         try:
-            return parse_completion(payload)
+            result = parse_completion(payload)
         except BadCompletion as exc:
+            if cut:
+                return self._too_large()
             problem = f"sent a malformed chat completion: {exc}"
             return Failure(False, "malformed", lambda n: ModelResponseError(self._endpoint, problem))
+        if not cut:
+            return result
+        cap = self.settings.max_response_bytes
+        log.warning("model.answer_cut", endpoint=self._endpoint, max_response_bytes=cap)
+        return replace(result, cut_at=cap)
+
+    def _too_large(self) -> Failure:
+        size = describe_size(self.settings.max_response_bytes)
+        problem = f"sent an answer longer than {size} that could not be used once cut there"
+        hint = "Ask for a shorter answer, or raise model.max_response_bytes in config.yaml."
+        return Failure(False, "too large", lambda n: ModelResponseError(self._endpoint, problem, hint=hint))
 
     def _status_failure(self, status: int, headers: httpx.Headers, payload: Any) -> Failure:
         return status_failure(status, headers, payload, endpoint=self._endpoint, timeout=self.settings.timeout,
@@ -211,7 +270,17 @@ def retry_delay(settings: ModelSettings, attempt: int, retry_after: float | None
     return ceiling / 2 + random.uniform(0, ceiling / 2)
 
 
-def _json_or_none(content: bytes) -> Any:
+def describe_size(size: int) -> str:
+    """``"4 MB"``, ``"640 KB"``: a byte count as a person reads it (binary units)."""
+    if size >= 2**20:
+        return f"{size / 2**20:.3g} MB"
+    return f"{size / 2**10:.3g} KB"
+
+
+def _json_or_none(content: bytearray) -> Any:
+    """The JSON of an error body; one larger than a provider's error object is not read as one."""
+    if len(content) > INLINE_PARSE_BYTES:
+        return None
     try:
         return json.loads(content)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError both

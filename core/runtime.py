@@ -28,6 +28,7 @@ from .compression import (
     SplitResult,
     estimate_tokens,
     keep_budget,
+    kept_message_chars,
     plan_split,
     recent_window,
     split_session_op,
@@ -201,8 +202,9 @@ class AgentRuntime:
         chat_type = chat_type or (key_parts[3] if len(key_parts) > 3 else "dm")
         old_prompt = str(session.get("system_prompt") or "")
         # The new prompt is about the size of the old one; what it may keep is planned against it.
+        keep = keep_budget(self.settings.compression_at, old_prompt)
         plan = plan_split(history, head_messages=self.settings.head_messages, tail_tokens=self.settings.tail_tokens,
-                          keep_tokens=keep_budget(self.settings.compression_at, old_prompt))
+                          keep_tokens=keep)
         if not plan.middle:
             return CompressOutcome("This session is still short; there is nothing to compress yet.")
         try:
@@ -215,8 +217,9 @@ class AgentRuntime:
         shared = "Several people share this conversation" in old_prompt
         prompt = await self.build_prompt(platform, chat_type, shared=shared)
         rebind = (self.rebind_op, session_key) if self.rebind_op is not None else None
+        # A huge kept message (an answer cut at model.max_response_bytes) is not copied whole.
         op = split_session_op(session_id, plan, summary, prompt, session.get("title"),
-                              usage=usage.session_columns(), rebind=rebind)
+                              usage=usage.session_columns(), rebind=rebind, max_chars=kept_message_chars(keep))
         try:
             split = await self._commit_split(op)
         except CompressionError:

@@ -50,6 +50,10 @@ class ModelConfig(EnvSection):
     max_retries: int = Field(default=3, ge=0, le=10)
     # a provider's Retry-After up to this many seconds is waited out; a longer one fails the turn at once
     max_retry_after: float = Field(default=90.0, ge=0)
+    # every model call of one turn (retries, tool steps, a compression) shares this many seconds
+    turn_timeout: float = Field(default=300.0, gt=0)
+    # the most of one model response that is read (64 KiB .. 8 MiB); a longer answer is cut, and says so
+    max_response_bytes: int = Field(default=4 * 2**20, ge=64 * 2**10, le=8 * 2**20)
     # the main model's context window in tokens (compression starts at agent.compression_threshold of it)
     context_length: int = Field(default=128_000, ge=1024)
 

@@ -43,6 +43,8 @@ def model_settings(config: LoadedConfig) -> ModelSettings:
         timeout=m.timeout,
         max_retries=m.max_retries,
         max_retry_after=m.max_retry_after,
+        turn_timeout=m.turn_timeout,
+        max_response_bytes=m.max_response_bytes,
     )
 
 

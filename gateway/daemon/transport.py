@@ -13,7 +13,10 @@ reports refused or dropped connections as ``ConnectTimeout`` and ignores
 The contract of ``httpx.AsyncBaseTransport`` is kept: bodies are passed on as
 httpx encoded them, responses come back undecoded (httpx does the
 content-decoding), and aiohttp's failures are raised as the httpx exceptions
-callers already handle (``ConnectError``, ``ReadTimeout``, ...).
+callers already handle (``ConnectError``, ``ReadTimeout``, ...). The body is a
+stream, read as it arrives: a caller that streams (``client.send(...,
+stream=True)``) can stop reading at a limit, and the connection is then closed
+instead of being returned to the pool with the rest of the body unread.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import ssl
 import urllib.request
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 
 import aiohttp
@@ -29,6 +34,44 @@ import httpx
 from yarl import URL
 
 __all__ = ["AiohttpTransport"]
+
+
+@contextmanager
+def _as_httpx_errors(request: httpx.Request) -> Iterator[None]:
+    """aiohttp's failures as the httpx exceptions the model client handles."""
+    try:
+        yield
+    except aiohttp.ConnectionTimeoutError as exc:
+        raise httpx.ConnectTimeout(str(exc) or "timed out connecting", request=request) from exc
+    except aiohttp.SocketTimeoutError as exc:
+        raise httpx.ReadTimeout(str(exc) or "timed out reading the response", request=request) from exc
+    except TimeoutError as exc:  # any other timeout aiohttp raises
+        raise httpx.ReadTimeout("timed out", request=request) from exc
+    except aiohttp.ClientConnectorError as exc:
+        raise httpx.ConnectError(str(exc), request=request) from exc
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
+        raise httpx.RemoteProtocolError(str(exc) or type(exc).__name__, request=request) from exc
+    except aiohttp.ClientError as exc:
+        raise httpx.NetworkError(str(exc) or type(exc).__name__, request=request) from exc
+
+
+class _Body(httpx.AsyncByteStream):
+    """An aiohttp response's body as httpx reads it: chunk by chunk, as it arrives."""
+
+    def __init__(self, resp: aiohttp.ClientResponse, request: httpx.Request) -> None:
+        self._resp = resp
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _as_httpx_errors(self._request):
+            async for chunk in self._resp.content.iter_any():
+                yield chunk
+
+    async def aclose(self) -> None:
+        if self._resp.content.at_eof():
+            self._resp.release()  # the whole body was read: the connection goes back to the pool
+        else:
+            self._resp.close()  # a reader that stopped early: the rest of the body is not waited for
 
 
 def _timeout(request: httpx.Request) -> aiohttp.ClientTimeout:
@@ -86,8 +129,8 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
         session = self._open()
         body = await request.aread()
         proxy, proxy_auth = self._proxy(request.url) if self._proxies else (None, None)
-        try:
-            async with session.request(
+        with _as_httpx_errors(request):
+            resp = await session.request(
                 request.method,
                 str(request.url),
                 headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in request.headers.raw],
@@ -96,27 +139,14 @@ class AiohttpTransport(httpx.AsyncBaseTransport):
                 allow_redirects=False,  # httpx follows redirects when its caller asks it to
                 proxy=proxy,
                 proxy_auth=proxy_auth,
-            ) as resp:
-                content = await resp.read()
-                return httpx.Response(
-                    resp.status,
-                    headers=list(resp.raw_headers),
-                    content=content,
-                    request=request,
-                    extensions={"http_version": b"HTTP/1.1"},  # aiohttp's client speaks HTTP/1.x only
-                )
-        except aiohttp.ConnectionTimeoutError as exc:
-            raise httpx.ConnectTimeout(str(exc) or "timed out connecting", request=request) from exc
-        except aiohttp.SocketTimeoutError as exc:
-            raise httpx.ReadTimeout(str(exc) or "timed out reading the response", request=request) from exc
-        except TimeoutError as exc:  # any other timeout aiohttp raises
-            raise httpx.ReadTimeout("timed out", request=request) from exc
-        except aiohttp.ClientConnectorError as exc:
-            raise httpx.ConnectError(str(exc), request=request) from exc
-        except (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError) as exc:
-            raise httpx.RemoteProtocolError(str(exc) or type(exc).__name__, request=request) from exc
-        except aiohttp.ClientError as exc:
-            raise httpx.NetworkError(str(exc) or type(exc).__name__, request=request) from exc
+            )
+        return httpx.Response(
+            resp.status,
+            headers=list(resp.raw_headers),
+            stream=_Body(resp, request),
+            request=request,
+            extensions={"http_version": b"HTTP/1.1"},  # aiohttp's client speaks HTTP/1.x only
+        )
 
     async def aclose(self) -> None:
         session, self._session = self._session, None

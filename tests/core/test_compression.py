@@ -96,6 +96,28 @@ def test_recent_window_fits_the_budget_and_starts_cleanly() -> None:
     assert recent_window(history, 50) == []
 
 
+async def test_a_huge_kept_message_is_copied_cut_pointing_at_the_whole(
+    store: StateStore, db_path: Path, fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    await new_session(store, title="Big answers")
+    for m in _msgs(8, 300):
+        await store.persist_message("s1", m)
+    huge = "h" * 300_000  # the last answer: the tail always keeps it
+    await store.persist_message("s1", {"role": "assistant", "content": huge})
+    fake_openai.reply("nothing to save").reply("A long answer was given.")
+    async with make_client(fake_openai) as client:
+        rt = make_runtime(store, client, tmp_path, tools=sample_tools(), context_length=8192)
+        outcome = await rt.compress(KEY, "s1")
+    assert outcome.split is not None
+    new_id = outcome.split.new_session_id
+    copy = db_messages(db_path, new_id)[-1]["content"]
+    assert copy.startswith("h" * 2000) and len(copy) < 10_000
+    assert copy.endswith("the whole message is in session s1.]")
+    assert f"{300_000 - len(copy.split(chr(10))[0])} more characters" in copy
+    # The one whole copy is the original's.
+    assert db_rows(db_path, "SELECT session_id FROM messages WHERE length(content) >= 300000") == [("s1",)]
+
+
 async def _seed(store: StateStore, n: int = 12, size: int = 300) -> None:
     await new_session(store, title="Trip to Oslo")
     for m in _msgs(n, size):

@@ -128,6 +128,9 @@ def test_unknown_key_names_dotted_key_and_file(tmp_path: Path, config: dict[str,
         ({"storage": {"synchronous": "OFF"}}, "storage.synchronous"),
         ({"model": {"timeout": 0}}, "model.timeout"),
         ({"model": {"max_retries": 11}}, "model.max_retries"),
+        ({"model": {"turn_timeout": 0}}, "model.turn_timeout"),
+        ({"model": {"max_response_bytes": 1024}}, "model.max_response_bytes"),
+        ({"model": {"max_response_bytes": 64 * 2**20}}, "model.max_response_bytes"),
         ({"platforms": {"api_server": {"port": 70000}}}, "platforms.api_server.port"),
         ({"model": "gpt-4"}, "model"),
         ({"auth": {"allow_all_users": "perhaps"}}, "auth.allow_all_users"),
@@ -335,7 +338,9 @@ def test_model_section_reaches_the_model_client_settings(tmp_path: Path) -> None
     from gateway.daemon.settings import model_settings
 
     home = make_home(tmp_path, {"model": {"base_url": "http://127.0.0.1:9/v1", "default": "m", "auxiliary": "small",
-                                      "timeout": 30, "max_retries": 2, "max_retry_after": 5}})
+                                      "timeout": 30, "max_retries": 2, "max_retry_after": 5,
+                                      "turn_timeout": 90, "max_response_bytes": 2**20}})
     s = model_settings(load_config(home, environ={}))
     assert (s.base_url, s.model, s.auxiliary_model) == ("http://127.0.0.1:9/v1", "m", "small")
     assert (s.timeout, s.max_retries, s.max_retry_after) == (30, 2, 5)
+    assert (s.turn_timeout, s.max_response_bytes) == (90, 2**20)

@@ -117,6 +117,35 @@ async def test_a_connection_dropped_mid_response_is_a_transport_error() -> None:
             await client.get(base)
 
 
+async def test_a_body_is_streamed_and_a_reader_that_stops_early_drops_the_connection() -> None:
+    # 128 MB: a transport that read the whole body before handing it over would see it all sent.
+    dropped, sent_all = asyncio.Event(), []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.path != "/endless":
+            return web.Response(text="pong")
+        resp = web.StreamResponse()
+        await resp.prepare(request)
+        try:
+            for _ in range(2048):
+                await resp.write(b"x" * 65536)
+            sent_all.append(True)
+        finally:
+            dropped.set()
+        return resp
+
+    async with serve(handler) as base, httpx.AsyncClient(transport=AiohttpTransport()) as client:
+        async with client.stream("GET", f"{base}/endless") as response:
+            received = 0
+            async for chunk in response.aiter_bytes():
+                received += len(chunk)
+                if received >= 2**20:
+                    break
+        await asyncio.wait_for(dropped.wait(), 30)
+        assert not sent_all
+        assert (await client.get(f"{base}/ping")).text == "pong"  # the pool holds no half-read connection
+
+
 async def test_the_transport_reopens_after_its_client_closed_it() -> None:
     # An httpx client closes its transport; a client built again around it must still work.
     async def handler(request: web.Request) -> web.Response:
