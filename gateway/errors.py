@@ -43,6 +43,7 @@ are defined here. This module exports them all::
     │   ├── DaemonNotRunningError       nothing listens on the control socket
     │   ├── DaemonUnreachableError      the lock is held but nobody answers
     │   └── RequestError                the request itself is wrong
+    ├── DaemonRunningError            ``chat --standalone`` while a daemon runs for this home
     ├── HandoffRefusedError           /handoff cannot start
     ├── HandoffInFlightError          the session is already being handed off
     └── InvalidPruneAgeError          ``sessions prune --older-than`` is not a number of days
@@ -152,6 +153,14 @@ class RequestError(ControlError):
         super().__init__(message, "RequestError")
 
 
+class DaemonRunningError(GatewayError):
+    """``chat --standalone``, but a daemon already runs for this home."""
+
+    def __init__(self, pid: int | None) -> None:
+        self.pid = pid
+        super().__init__("a daemon already runs")
+
+
 class HandoffRefusedError(GatewayError):
     """/handoff cannot start; the message says why and what to do."""
 
@@ -207,6 +216,7 @@ _TABLE: tuple[tuple[type[BaseException], int, str, int], ...] = (
     (DaemonNotRunningError, 503, "unavailable", EX_UNAVAILABLE),
     (DaemonUnreachableError, 503, "unavailable", EX_UNAVAILABLE),
     (RequestError, 400, "invalid_request_error", EX_USAGE),
+    (DaemonRunningError, 409, "conflict", EX_TEMPFAIL),
     (InvalidPruneAgeError, 400, "invalid_request_error", EX_USAGE),
     (HandoffRefusedError, 409, "conflict", 1),
     (HandoffInFlightError, 409, "conflict", 1),
@@ -242,6 +252,7 @@ __all__ = [
     "ConfigError",
     "ControlError",
     "DaemonNotRunningError",
+    "DaemonRunningError",
     "DaemonUnreachableError",
     "ErrorView",
     "FatalAdapterError",

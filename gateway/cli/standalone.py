@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from gateway.cli.chat_loop import ChatSignals, run_chat
 from gateway.config import load_config
 from gateway.control.client import ControlError, DaemonNotRunningError, call
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, DaemonRunningError
 from storage.errors import GatewayError
 
 if TYPE_CHECKING:
@@ -24,14 +24,6 @@ __all__ = ["DaemonRunningError", "quiet_logging", "run_standalone"]
 
 _START_TIMEOUT = 60.0
 _CHAT_CLOSE_TIMEOUT = 5.0
-
-
-class DaemonRunningError(GatewayError):
-    """--standalone, but a daemon already runs for this home."""
-
-    def __init__(self, pid: int | None) -> None:
-        self.pid = pid
-        super().__init__("a daemon already runs")
 
 
 async def run_standalone(home: Path, *, resume: str | None = None, continue_last: bool = False,
