@@ -20,6 +20,7 @@ from adapters.telegram import TelegramSettings
 __all__ = [
     "AgentConfig",
     "AuthConfig",
+    "DisplayConfig",
     "GatewayConfig",
     "LoggingConfig",
     "ModelConfig",
@@ -144,6 +145,13 @@ class AgentConfig(_Section):
     toolsets: dict[str, ToolsetsConfig] = Field(default_factory=dict)
 
 
+class DisplayConfig(_Section):
+    """``display``: where the reference keeps it (sessions.md)."""
+
+    #: a resumed terminal chat opens with a recap of its last turns (full) or one line (minimal)
+    resume_display: Literal["full", "minimal"] = "full"
+
+
 class Settings(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
@@ -154,6 +162,7 @@ class Settings(_Section):
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    display: DisplayConfig = Field(default_factory=DisplayConfig)
 
 
 def secret_values(model: BaseModel) -> list[str]:
