@@ -50,6 +50,10 @@ class AgentSettings:
         return int(self.context_length * self.compression_threshold)
 
 
+#: the prompt cache lifetimes Anthropic-style ``cache_control`` markers accept
+CACHE_TTLS = ("5m", "1h")
+
+
 @dataclass(frozen=True)
 class ModelSettings:
     """``model.*`` in config.yaml. Timeouts and backoff are in seconds."""
@@ -65,6 +69,9 @@ class ModelSettings:
     backoff_max: float = 20.0
     #: the longest Retry-After the client waits out; a longer one fails the call at once
     max_retry_after: float = 90.0
+    #: how long a provider with prompt caching keeps the cached prefix: "5m" (its default,
+    #: sent as no ttl at all) or "1h"
+    cache_ttl: str = "5m"
 
     def __post_init__(self) -> None:
         if not self.timeout > 0 or not self.connect_timeout > 0:
@@ -75,6 +82,8 @@ class ModelSettings:
             raise ValueError("model.backoff_base and model.backoff_max must be 0 or more")
         if self.max_retry_after < 0:
             raise ValueError("model.max_retry_after must be 0 or more")
+        if self.cache_ttl not in CACHE_TTLS:
+            raise ValueError(f"model.cache_ttl must be one of {', '.join(CACHE_TTLS)}, not {self.cache_ttl!r}")
 
     @property
     def configured(self) -> bool:

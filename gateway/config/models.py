@@ -53,6 +53,9 @@ class ModelConfig(EnvSection):
     max_retry_after: float = Field(default=90.0, ge=0)
     # the main model's context window in tokens (compression starts at agent.compression_threshold of it)
     context_length: int = Field(default=128_000, ge=1024)
+    # how long a provider with prompt caching (Claude) keeps the cached prefix; 1h costs more to
+    # write, 5m is the provider's default and sends no ttl at all
+    cache_ttl: Literal["5m", "1h"] = "5m"
 
 
 class SessionResetConfig(_Section):

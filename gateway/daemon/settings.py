@@ -43,6 +43,7 @@ def model_settings(config: LoadedConfig) -> ModelSettings:
         timeout=m.timeout,
         max_retries=m.max_retries,
         max_retry_after=m.max_retry_after,
+        cache_ttl=m.cache_ttl,
     )
 
 

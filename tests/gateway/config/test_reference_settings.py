@@ -139,8 +139,16 @@ def test_resume_display_takes_only_full_or_minimal(tmp_path: Path) -> None:
         load_config(make_home(tmp_path, "display:\n  resume_display: compact\n"), environ={})
 
 
+def test_cache_ttl_takes_5m_or_1h_and_names_the_key_otherwise(tmp_path: Path) -> None:
+    assert load_config(make_home(tmp_path, {}), environ={}).settings.model.cache_ttl == "5m"
+    one_hour = load_config(make_home(tmp_path, {"model": {"cache_ttl": "1h"}}), environ={})
+    assert one_hour.settings.model.cache_ttl == "1h"
+    with pytest.raises(ConfigError, match=r"invalid value for 'model.cache_ttl'"):
+        load_config(make_home(tmp_path, {"model": {"cache_ttl": "10m"}}), environ={})
+
+
 def test_readme_lists_each_accepted_reference_setting() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     for alias in REFERENCE_ALIASES:
         assert f"`{alias.reference_key}` (= `{alias.our_key}`)" in readme, alias
-    assert "`display.resume_display`" in readme
+    assert "`display.resume_display`" in readme and "`model.cache_ttl: 1h`" in readme
