@@ -203,7 +203,9 @@ class ToolLoop:
             messages: list[dict[str, Any]] = [{"role": "system", "content": system},
                                               *(_wire(m) for m in conversation)]
             if is_anthropic_model(model_name):
-                messages = apply_prompt_caching(messages)
+                # 5m is the provider's default lifetime: the markers stay as they always were.
+                ttl = self._client.settings.cache_ttl
+                messages = apply_prompt_caching(messages, ttl=None if ttl == "5m" else ttl)
             extra = {"tool_choice": self._tool_choice} if self._tool_choice and schemas else None
             reply = await self._client.chat(messages, tools=schemas, model=self._model, extra=extra)
             out.model_calls += 1

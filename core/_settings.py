@@ -57,6 +57,10 @@ class AgentSettings:
         return int(self.context_length * self.compression_threshold)
 
 
+#: the prompt cache lifetimes Anthropic-style ``cache_control`` markers accept
+CACHE_TTLS = ("5m", "1h")
+
+
 @dataclass(frozen=True)
 class ModelSettings:
     """``model.*`` in config.yaml. Timeouts and backoff are in seconds."""
@@ -76,6 +80,9 @@ class ModelSettings:
     turn_timeout: float = 300.0
     #: the most of one response body that is read; a longer answer is cut there, and says so
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    #: how long a provider with prompt caching keeps the cached prefix: "5m" (its default,
+    #: sent as no ttl at all) or "1h"
+    cache_ttl: str = "5m"
 
     def __post_init__(self) -> None:
         if not self.timeout > 0 or not self.connect_timeout > 0:
@@ -91,6 +98,8 @@ class ModelSettings:
         if not MIN_RESPONSE_BYTES <= self.max_response_bytes <= MAX_RESPONSE_BYTES:
             raise ValueError(f"model.max_response_bytes must be between {MIN_RESPONSE_BYTES} "
                              f"and {MAX_RESPONSE_BYTES} bytes")
+        if self.cache_ttl not in CACHE_TTLS:
+            raise ValueError(f"model.cache_ttl must be one of {', '.join(CACHE_TTLS)}, not {self.cache_ttl!r}")
 
     @property
     def configured(self) -> bool:

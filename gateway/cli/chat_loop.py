@@ -73,7 +73,13 @@ class _Chat:
         if not session_id:
             return
         title = opened.get("title")
-        self._say(f"Resumed session {session_id}" + (f' "{title}"' if title else ""))
+        resumed = f"Resumed session {session_id}" + (f' "{title}"' if title else "")
+        if opened.get("resume_display") == "minimal":
+            # display.resume_display: minimal — the reference's one-liner instead of the recap
+            count = opened.get("message_count") or 0
+            self._say(f"{resumed} ({count} message{'s' if count != 1 else ''})")
+            return
+        self._say(resumed)
         for item in opened.get("recap") or []:
             mark = "●" if item.get("role") == "user" else "◆"
             text = str(item.get("text") or "")

@@ -191,7 +191,9 @@ def _check_config(home: Path) -> tuple[Check, LoadedConfig | None]:
         return Check("config", "fail", str(exc), f"edit {home / 'config.yaml'} (or .env) as the message says"), None
     if not config.config_file.exists():
         return Check("config", "ok", f"no config.yaml, defaults in use ({config.config_file} does not exist)"), config
-    return Check("config", "ok", f"{config.config_file} is valid"), config
+    # The reference's names for our settings work, but say once what they stand for.
+    also = "; also accepted: " + ", ".join(map(str, config.aliases_used)) if config.aliases_used else ""
+    return Check("config", "ok", f"{config.config_file} is valid{also}"), config
 
 
 def _check_allowlist(config: LoadedConfig, platform: str) -> Check:

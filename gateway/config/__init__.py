@@ -3,14 +3,16 @@
 ``models`` is the shape of config.yaml (the platforms' sections are the adapters' own settings
 models), ``loading`` the precedence (environment > .env > config.yaml > defaults), ``envfile``
 the .env file, ``suggest`` the error messages ("did you mean …"), ``reference`` the README's
-settings tables.
+settings tables, ``aliases`` the reference's names for settings that live elsewhere here.
 """
 
+from gateway.config.aliases import REFERENCE_ALIASES, ReferenceAlias
 from gateway.config.envfile import read_dotenv
 from gateway.config.loading import LoadedConfig, default_home, env_sections, load_config
 from gateway.config.models import (
     AgentConfig,
     AuthConfig,
+    DisplayConfig,
     GatewayConfig,
     LoggingConfig,
     ModelConfig,
@@ -28,14 +30,17 @@ from gateway.errors import EX_CONFIG, ConfigError
 
 __all__ = [
     "EX_CONFIG",
+    "REFERENCE_ALIASES",
     "AgentConfig",
     "AuthConfig",
     "ConfigError",
+    "DisplayConfig",
     "GatewayConfig",
     "LoadedConfig",
     "LoggingConfig",
     "ModelConfig",
     "PlatformsConfig",
+    "ReferenceAlias",
     "SessionResetConfig",
     "SessionsConfig",
     "Settings",

@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from adapters.settings import EnvSection, id_list
+from gateway.config.aliases import ReferenceAlias, apply_aliases
 from gateway.config.envfile import read_dotenv
 from gateway.config.models import Settings
 from gateway.config.suggest import describe
@@ -34,6 +35,8 @@ class LoadedConfig:
     # .env merged under the process environment; holds secrets, so never shown
     env: Mapping[str, str] = field(repr=False)
     config_file: Path
+    #: the reference's names config.yaml used for our settings (``doctor`` names them)
+    aliases_used: tuple[ReferenceAlias, ...] = ()
 
     @property
     def db_path(self) -> Path:
@@ -119,6 +122,7 @@ def load_config(home: Path | None = None, environ: Mapping[str, str] | None = No
     environ = dict(os.environ if environ is None else environ)
     config_file = home / "config.yaml"
     tree = _read_yaml(config_file)
+    aliases = apply_aliases(tree, str(config_file))
     env = {**read_dotenv(home / ".env"), **environ}
     overridden = _apply_env(tree, env)
     try:
@@ -127,5 +131,7 @@ def load_config(home: Path | None = None, environ: Mapping[str, str] | None = No
         source = str(config_file)
         if overridden:
             source += f" (or environment: {', '.join(overridden)})"
-        raise ConfigError(describe(exc, Settings, source)) from None
-    return LoadedConfig(home=home, settings=settings, env=env, config_file=config_file)
+        # A bad value is named as the user wrote its key.
+        written_as = {a.our_key: a.reference_key for a in aliases}
+        raise ConfigError(describe(exc, Settings, source, written_as)) from None
+    return LoadedConfig(home=home, settings=settings, env=env, config_file=config_file, aliases_used=aliases)

@@ -20,6 +20,7 @@ from adapters.telegram import TelegramSettings
 __all__ = [
     "AgentConfig",
     "AuthConfig",
+    "DisplayConfig",
     "GatewayConfig",
     "LoggingConfig",
     "ModelConfig",
@@ -56,6 +57,9 @@ class ModelConfig(EnvSection):
     max_response_bytes: int = Field(default=4 * 2**20, ge=64 * 2**10, le=8 * 2**20)
     # the main model's context window in tokens (compression starts at agent.compression_threshold of it)
     context_length: int = Field(default=128_000, ge=1024)
+    # how long a provider with prompt caching (Claude) keeps the cached prefix; 1h costs more to
+    # write, 5m is the provider's default and sends no ttl at all
+    cache_ttl: Literal["5m", "1h"] = "5m"
 
 
 class SessionResetConfig(_Section):
@@ -148,6 +152,13 @@ class AgentConfig(_Section):
     toolsets: dict[str, ToolsetsConfig] = Field(default_factory=dict)
 
 
+class DisplayConfig(_Section):
+    """``display``: where the reference keeps it (sessions.md)."""
+
+    #: a resumed terminal chat opens with a recap of its last turns (full) or one line (minimal)
+    resume_display: Literal["full", "minimal"] = "full"
+
+
 class Settings(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
@@ -158,6 +169,7 @@ class Settings(_Section):
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    display: DisplayConfig = Field(default_factory=DisplayConfig)
 
 
 def secret_values(model: BaseModel) -> list[str]:

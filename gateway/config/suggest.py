@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import difflib
 import types
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -50,8 +50,12 @@ def _unknown(root: type[BaseModel], loc: tuple[str | int, ...], source: str) -> 
     return line
 
 
-def describe(error: ValidationError, root: type[BaseModel], source: str) -> str:
-    """Every problem of ``error`` (validating ``root`` from ``source``), on one line; values never shown."""
+def describe(error: ValidationError, root: type[BaseModel], source: str,
+             written_as: Mapping[str, str] | None = None) -> str:
+    """Every problem of ``error`` (validating ``root`` from ``source``), on one line; values never shown.
+
+    ``written_as`` names a key by what config.yaml called it (a reference alias) instead of ours.
+    """
     lines = []
     for err in error.errors():
         loc = tuple(err["loc"])
@@ -59,6 +63,7 @@ def describe(error: ValidationError, root: type[BaseModel], source: str) -> str:
             lines.append(_unknown(root, loc, source))
         else:
             key = ".".join(str(p) for p in loc) or "(top level)"
+            key = (written_as or {}).get(key, key)
             # A cross-field check's own message, without pydantic's "Value error, " prefix.
             msg = err["msg"].removeprefix("Value error, ")
             lines.append(f"invalid value for '{key}' in {source}: {msg}")

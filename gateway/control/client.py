@@ -175,7 +175,8 @@ class ChatConnection:
 
     ``opened`` is the daemon's answer to ``chat.open``: ``chat_id``,
     ``session_id`` (None until the first message of a new chat), ``title``,
-    ``recap`` (a list of ``{"role", "text"}`` when a session was resumed) and
+    ``recap`` (a list of ``{"role", "text"}`` when a session was resumed; empty when
+    ``resume_display`` is ``minimal``), ``message_count`` (of the resumed session) and
     ``notice`` (something to tell the user, or None).
     """
 

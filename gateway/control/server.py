@@ -313,14 +313,18 @@ class ControlServer:
         log.info("control.chat_opened", chat_id=chat_id, resumed=session_id)
         recap: list[dict[str, Any]] = []
         title: str | None = None
+        count = 0
+        display = services.config.settings.display.resume_display
         if session_id is not None:
             template = cli.message(chat_id, "", user_id=conn.user, user_name=conn.user)
             await services.index.rebind(build_session_key(template, self._services.key_settings), session_id, template)
             sid = session_id
-            recap = await services.store.read(lambda c: recap_rows(c, sid))
+            if display == "full":
+                recap = await services.store.read(lambda c: recap_rows(c, sid))
             session = await services.store.get_session(session_id) or {}
-            title = session.get("title")
-        return {"chat_id": chat_id, "session_id": session_id, "title": title, "recap": recap, "notice": notice}
+            title, count = session.get("title"), session.get("message_count") or 0
+        return {"chat_id": chat_id, "session_id": session_id, "title": title, "recap": recap, "notice": notice,
+                "resume_display": display, "message_count": count}
 
     def _chat_message(self, conn: Connection, text: str) -> InboundMessage:
         if conn.chat_id is None:

@@ -45,6 +45,7 @@ def model_settings(config: LoadedConfig) -> ModelSettings:
         max_retry_after=m.max_retry_after,
         turn_timeout=m.turn_timeout,
         max_response_bytes=m.max_response_bytes,
+        cache_ttl=m.cache_ttl,
     )
 
 

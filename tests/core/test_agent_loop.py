@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from core.llm import ModelClient, ModelSettings
 from core.tools import Tool, ToolContext
 from storage import StateStore
 from tests.fakes.openai_server import FakeOpenAI
@@ -221,6 +222,25 @@ async def test_prompt_caching_markers_for_claude_only_on_a_copy(store: StateStor
     assert all(isinstance(m["content"], str) for m in db_messages(db_path, "s1"))
     stored_prompt = (await store.get_session("s1") or {})["system_prompt"]
     assert isinstance(stored_prompt, str) and stored_prompt == sent[0]["content"][0]["text"]
+
+
+async def test_a_one_hour_cache_ttl_rides_on_every_marker(store: StateStore, fake_openai: FakeOpenAI,
+                                                           tmp_path: Path) -> None:
+    """model.cache_ttl: 1h; the default (5m) sends the markers without a ttl, as the test above shows."""
+    await new_session(store)
+    settings = ModelSettings(base_url=fake_openai.base_url, model="anthropic/claude-sonnet-4", max_retries=0,
+                             cache_ttl="1h")
+    async with ModelClient(settings) as client:
+        rt = make_runtime(store, client, tmp_path, tools=[ECHO])
+        await rt.agent(request("x")).run_turn(request("x"))
+    sent = fake_openai.chat_requests[-1].body["messages"]
+    markers = [m["content"][-1]["cache_control"] for m in sent if isinstance(m["content"], list)]
+    assert markers == [{"type": "ephemeral", "ttl": "1h"}] * 2  # the system prompt and the one message
+
+
+def test_a_cache_ttl_the_provider_does_not_know_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"model\.cache_ttl"):
+        ModelSettings(cache_ttl="2h")
 
 
 async def test_no_markers_for_other_models(store: StateStore, fake_openai: FakeOpenAI, tmp_path: Path) -> None:

@@ -158,6 +158,17 @@ def test_doctor_reports_a_broken_config_and_a_missing_db(tmp_path: Path) -> None
     assert "[--  ] state.db:" in proc.stdout
 
 
+def test_doctor_names_the_reference_keys_a_config_uses_once(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text("group_sessions_per_user: false\ndisplay:\n  resume_display: minimal\n")
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    assert lines_about(proc.stdout, "config") == [
+        f"[ok  ] config: {home / 'config.yaml'} is valid; "
+        "also accepted: group_sessions_per_user (= gateway.group_sessions_per_user)"]
+    assert proc.stdout.count("also accepted") == 1
+
+
 def test_doctor_without_config_yaml_says_defaults_are_in_use_and_counts_its_warnings(tmp_path: Path) -> None:
     home = tmp_path / "home"
     home.mkdir()

@@ -242,6 +242,16 @@ async def test_recap_shows_tool_calls_and_shortens_long_turns(gateway_home: Path
     assert "results" not in done.out  # tool output is not part of the recap
 
 
+async def test_minimal_resume_display_opens_with_one_line(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    """``display: resume_display: minimal`` (the reference's setting): no recap, one line."""
+    sid = "20250305_091523_a1b2c3"
+    await seed_session(gateway_home / "state.db", sid)
+    async with run_gateway(gateway_home, fake_openai.base_url, config={"display": {"resume_display": "minimal"}}):
+        done = await chat(gateway_home, "and now?\n", "-r", sid)
+    assert done.code == 0, done
+    assert done.out.splitlines() == [f"Resumed session {sid} (4 messages)", "echo: and now?"]
+
+
 async def test_a_title_queued_in_a_terminal_that_quit_blocks_nothing(
     gateway_home: Path, fake_openai: FakeOpenAI
 ) -> None:
