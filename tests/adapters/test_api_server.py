@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog
 
 from adapters.base import ChatType
 from gateway.routing.turns import STOPPED_REPLY
@@ -224,3 +225,19 @@ async def test_a_broken_model_connection_is_not_described_with_the_librarys_text
     assert "could not be reached, or cut the answer off" in error["message"]
     assert "ContentLengthError" in capsys.readouterr().out  # the log keeps the detail
 
+
+async def test_titles_are_logged_at_debug_level_only(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    """A session's title says what the conversation is about: user content, kept out of info logs."""
+    title = "Secret Lisbon Surprise Party"
+    async with run_gateway(gateway_home, fake_openai.base_url, config={"agent": {"auto_title": True}}) as run:
+        with structlog.testing.capture_logs() as events:
+            fake_openai.reply("happy to help")  # the answer; the title request comes after it
+            fake_openai.reply(title)
+            assert (await run.ask("plan a surprise party in Lisbon")).status_code == 200
+            async with asyncio.timeout(WAIT):
+                while rows(run.db_path, "SELECT title FROM sessions") != [(title,)]:
+                    await asyncio.sleep(0.02)
+                while not any(e["event"] == "agent.titled" for e in events):
+                    await asyncio.sleep(0.02)
+    telling = [e for e in events if title in str(e.values())]
+    assert telling and {e["log_level"] for e in telling} == {"debug"}
