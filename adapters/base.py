@@ -66,6 +66,10 @@ class InboundMessage:
     pre_authorized: bool = False
     # The adapter saw the bot addressed (mention, reply to the bot, DM).
     addressed: bool = True
+    # A caller waits for exactly one final message in answer to this one (an HTTP
+    # request): a stopped turn still owes it one, and a retry of it (same
+    # ``dedupe_id``) gets the first one's answer instead of nothing.
+    awaits_answer: bool = False
     raw: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -80,6 +84,29 @@ class InboundMessage:
 
 
 @dataclass(frozen=True)
+class ReplyError:
+    """What an error notice stands for, in HTTP terms (the gateway fills it from its one
+    error mapping; an adapter that answers over HTTP uses it, the others show the text)."""
+
+    status: int
+    type: str  # OpenAI's error types: invalid_request_error, rate_limit_error, server_error, ...
+    code: str
+    retry_after: float | None = None  # seconds, for a 429 or 503
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """The model's token counts for a turn, summed over its calls."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass(frozen=True)
 class OutboundMessage:
     platform: str
     chat_id: str
@@ -87,6 +114,10 @@ class OutboundMessage:
     thread_id: str | None = None
     reply_to: str | None = None
     kind: SendKind = SendKind.REPLY
+    #: set on a notice that reports a failure (the text says it to a person)
+    error: ReplyError | None = None
+    #: set on the agent's answer
+    usage: TokenUsage | None = None
 
 
 @dataclass(frozen=True)

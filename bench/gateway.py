@@ -364,7 +364,7 @@ def message_text(rng: random.Random, token: str) -> str:
 
 
 def chat_body(text: str, user: str) -> bytes:
-    return json.dumps({"model": "hermes", "messages": [{"role": "user", "content": text}], "user": user}).encode()
+    return json.dumps({"model": "fake-model", "messages": [{"role": "user", "content": text}], "user": user}).encode()
 
 
 @dataclass

@@ -5,7 +5,7 @@
 """
 
 from ._settings import AgentSettings
-from .agent import Agent, AgentHost, AnswerOp, HermesAgent, TurnRequest, TurnResult
+from .agent import Agent, AgentHost, AnswerOp, HermesAgent, QuestionOp, TurnRequest, TurnResult
 from .compression import CompressOutcome, estimate_tokens
 from .errors import (
     CompressionError,
@@ -49,6 +49,7 @@ __all__ = [
     "ModelSettings",
     "ModelTimeoutError",
     "ModelUnavailableError",
+    "QuestionOp",
     "SkillError",
     "SkillMeta",
     "SkillNotFoundError",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import re
 import sqlite3
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from .llm import ChatResult, ModelClient, describe_size
+from .llm import ChatResult, ModelClient, Usage, describe_size
 from .prompt import apply_prompt_caching, is_anthropic_model
 from .tools import ToolContext, ToolRegistry
 
@@ -63,6 +64,8 @@ class LoopResult:
     tool_iterations: int = 0
     used_tools: set[str] = field(default_factory=set)
     exhausted: bool = False
+    #: token counts summed over the model calls answered so far
+    usage: Usage = field(default_factory=Usage)
 
 
 # Kept with a message in state.db, but not part of the chat format: strict providers refuse them.
@@ -71,6 +74,10 @@ _LOCAL_KEYS = frozenset({"finish_reason", "token_count", "timestamp"})
 
 def _wire(message: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in message.items() if k not in _LOCAL_KEYS}
+
+
+def _added(total: Usage, more: Usage) -> Usage:
+    return Usage(**{f.name: getattr(total, f.name) + getattr(more, f.name) for f in dataclasses.fields(Usage)})
 
 
 def scrub_text(text: str) -> str:
@@ -210,6 +217,7 @@ class ToolLoop:
             reply = await self._client.chat(messages, tools=schemas, model=self._model, extra=extra)
             out.model_calls += 1
             out.model = reply.model or out.model
+            out.usage = _added(out.usage, reply.usage)
             message = self._assistant_message(reply)
             calls = message.get("tool_calls") or []
             text = message.get("content")

@@ -23,7 +23,7 @@ from ._settings import AgentSettings
 from .compression import CompressOutcome
 from .errors import CompressionError, ModelContextLengthError, ModelError, ModelNotConfiguredError
 from .learning import CounterUpdate
-from .llm import ModelClient
+from .llm import ModelClient, Usage
 from .tools import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
@@ -35,6 +35,8 @@ log = structlog.get_logger("hermes.agent")
 #: (connection, session id, the answer's text): bookkeeping of the caller's that commits in the
 #: answer's own transaction (the gateway's outbox row for the reply)
 AnswerOp = Callable[[sqlite3.Connection, str, str], None]
+#: (connection, session id): bookkeeping of the caller's that commits with the user's message
+QuestionOp = Callable[[sqlite3.Connection, str], None]
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,11 @@ class TurnRequest:
     user_name: str | None = None
     shared_session: bool = False
     #: the caller's bookkeeping that commits with the user's message (the gateway's "seen" record)
-    on_question: Callable[[sqlite3.Connection], None] | None = None
+    on_question: QuestionOp | None = None
     on_answer: AnswerOp | None = None
+    #: ``text`` is already stored as the session's latest user message (a retried request whose
+    #: turn a crash cut off): the turn answers it without storing it again
+    question_stored: bool = False
 
 
 def _final_ops(session_id: str, counters: CounterUpdate | None, on_answer: AnswerOp | None) -> FinalOp | None:
@@ -76,6 +81,8 @@ class TurnResult:
     text: str
     message_ids: list[int] = field(default_factory=list)
     model: str | None = None
+    #: token counts summed over the turn's model calls
+    usage: Usage = field(default_factory=Usage)
 
 
 class Agent(Protocol):
@@ -166,22 +173,28 @@ class HermesAgent:
         # A turn that was stopped or crashed mid-tool left calls without results: close them first.
         for synthetic in repair_history(history):
             await rt.store.persist_message(session_id, synthetic)
-        user_msg = {"role": "user", "content": request.text}
-        if rt.client.settings.configured:
-            moved = await self._maybe_compress(request, session_id, system, history, user_msg)
-            if moved != session_id:
-                session_id = moved
-                session, history = await rt.store.load_conversation(session_id)
-                system = await self._system_prompt(request, session_id, session)
-        first_exchange = not any(m.get("role") == "user" for m in history)
         ids: list[int] = []
-        row = await rt.store.persist_message(session_id, user_msg, also=request.on_question)
-        if row is not None:
-            ids.append(row)
+        if request.question_stored:
+            first_exchange = sum(1 for m in history if m.get("role") == "user") == 1
+            conversation = history
+        else:
+            user_msg = {"role": "user", "content": request.text}
+            if rt.client.settings.configured:
+                moved = await self._maybe_compress(request, session_id, system, history, user_msg)
+                if moved != session_id:
+                    session_id = moved
+                    session, history = await rt.store.load_conversation(session_id)
+                    system = await self._system_prompt(request, session_id, session)
+            first_exchange = not any(m.get("role") == "user" for m in history)
+            on_question, asked_in = request.on_question, session_id
+            also = (lambda conn: on_question(conn, asked_in)) if on_question is not None else None
+            row = await rt.store.persist_message(session_id, user_msg, also=also)
+            if row is not None:
+                ids.append(row)
+            conversation = [*history, user_msg]
         if not rt.client.settings.configured:
             # The user's words are kept; the missing model is not a conversation turn.
             raise ModelNotConfiguredError(NOT_CONFIGURED_REPLY)
-        conversation = [*history, user_msg]
         result = LoopResult(text="", message_ids=ids)
         s = rt.settings
         counters = (CounterUpdate(request.session_key, s.memory_nudge_interval, s.skill_nudge_interval)
@@ -204,7 +217,7 @@ class HermesAgent:
                                    counters)
         except Exception:  # bookkeeping for reviews and titles must never cost the user the answer
             log.exception("agent.after_turn_failed", session_id=session_id)
-        return TurnResult(text=result.text, message_ids=result.message_ids, model=result.model)
+        return TurnResult(text=result.text, message_ids=result.message_ids, model=result.model, usage=result.usage)
 
     async def _run_loop(self, request: TurnRequest, session_id: str, system: str,
                         conversation: list[dict[str, Any]], result: LoopResult,

@@ -180,7 +180,9 @@ class AgentRuntime:
     async def title(self, session_id: str, user_text: str, reply_text: str) -> None:
         title = await auto_title(self.store, self.client, session_id, user_text, reply_text, model=self.aux_model)
         if title:
-            log.info("agent.titled", session_id=session_id, title=title)
+            # A title is what the conversation is about: user content, only for debugging.
+            log.info("agent.titled", session_id=session_id)
+            log.debug("agent.title", session_id=session_id, title=title)
 
     # ------------------------------------------------------------ compression
 
@@ -228,7 +230,8 @@ class AgentRuntime:
                 await self.store.record_usage(session_id, **usage.session_columns())
             raise
         log.info("agent.compressed", old_session_id=session_id, new_session_id=split.new_session_id,
-                 summarised=split.summarised, kept=split.kept, title=split.title)
+                 summarised=split.summarised, kept=split.kept)
+        log.debug("agent.compressed_title", new_session_id=split.new_session_id, title=split.title)
         named = f" as “{split.title}”" if split.title else ""
         return CompressOutcome(
             f"🗜️ Compressed: {split.summarised} earlier messages summarised, {split.kept} kept. "

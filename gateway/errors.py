@@ -38,7 +38,11 @@ are defined here. This module exports them all::
     ├── UnitPathError                 a path that cannot go into a systemd unit
     ├── LaneError
     │   ├── LaneFullError               too many messages wait in one chat
+    │   ├── ChatBusyError               the chat takes no message right now (a handoff moves it)
     │   └── LanesClosedError            the gateway is stopping
+    ├── BadInputError                 a message that cannot be taken as it is (empty, bad text)
+    │   └── InputTooLongError           longer than a message may be
+    ├── DuplicateRequestError         a retried request whose first answer cannot be given again
     ├── ControlError                  the daemon refused a control request
     │   ├── DaemonNotRunningError       nothing listens on the control socket
     │   ├── DaemonUnreachableError      the lock is held but nobody answers
@@ -49,8 +53,8 @@ are defined here. This module exports them all::
     └── InvalidPruneAgeError          ``sessions prune --older-than`` is not a number of days
 
 What a person sees for an error is decided in one place, ``describe``: the text
-of a chat reply, the HTTP status and error code of the API server, and the exit
-code of a command. An exception outside the tree is a bug: the person gets an
+of a chat reply, the HTTP status, OpenAI error type and code (and Retry-After)
+of the API server, and the exit code of a command. An exception outside the tree is a bug: the person gets an
 apology naming only its class, never its text (it may hold internals).
 """
 
@@ -59,7 +63,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.base import AdapterError, FatalAdapterError, MalformedUpdateError
+from adapters.base import AdapterError, FatalAdapterError, MalformedUpdateError, ReplyError
 from adapters.cli import ChatGoneError
 from core.errors import (
     CompressionError,
@@ -115,6 +119,23 @@ class LaneFullError(LaneError):
 
 class LanesClosedError(LaneError):
     """The gateway is shutting down and takes no new work."""
+
+
+class ChatBusyError(LaneError):
+    """The chat takes no message right now (its session is being handed off)."""
+
+
+class BadInputError(GatewayError):
+    """A message the gateway cannot take as it is (no text, text that is not valid Unicode)."""
+
+
+class InputTooLongError(BadInputError):
+    """A message longer than the gateway takes."""
+
+
+class DuplicateRequestError(GatewayError):
+    """A retried request (same idempotency key) whose first answer cannot be given again:
+    it was answered without a stored reply, or its conversation has moved on since."""
 
 
 class ControlError(GatewayError):
@@ -183,60 +204,93 @@ class ErrorView:
 
     #: the chat reply
     reply: str
-    #: the API server's status and its OpenAI-style error type
+    #: the API server's status, OpenAI-style error type ("invalid_request_error", "rate_limit_error",
+    #: "server_error", ...) and error code ("queue_full", "upstream_timeout", ...)
     http_status: int
     error_type: str
+    error_code: str
     #: a command's exit status
     exit_code: int
+    #: seconds a client should wait before trying again (sent as Retry-After), when that helps
+    retry_after: float | None = None
+
+    def reply_error(self) -> ReplyError:
+        """What an outbound notice carries of this error for an adapter that answers over HTTP."""
+        return ReplyError(self.http_status, self.error_type, self.error_code, self.retry_after)
 
 
-_INTERNAL = ErrorView("", 500, "server_error", EX_SOFTWARE)
-
-#: most specific first; the first class the error is an instance of decides
-_TABLE: tuple[tuple[type[BaseException], int, str, int], ...] = (
-    (ModelNotConfiguredError, 503, "model_not_configured", EX_CONFIG),
-    (ModelAuthError, 502, "upstream_auth_error", EX_UNAVAILABLE),
-    (ModelRateLimitError, 429, "rate_limit_exceeded", EX_TEMPFAIL),
-    (ModelTimeoutError, 504, "upstream_timeout", EX_TEMPFAIL),
-    (ModelContextLengthError, 400, "context_length_exceeded", 1),
-    (ModelError, 502, "upstream_error", EX_UNAVAILABLE),
-    (ConfigError, 503, "not_configured", EX_CONFIG),
-    (LaneFullError, 429, "chat_busy", EX_TEMPFAIL),
-    (LanesClosedError, 503, "shutting_down", EX_TEMPFAIL),
-    (StorageFullError, 507, "storage_full", EX_TEMPFAIL),
-    (StorageBusyError, 503, "storage_busy", EX_TEMPFAIL),
-    (StorageLockedError, 503, "storage_locked", EX_TEMPFAIL),
-    (StorageClosedError, 503, "shutting_down", EX_TEMPFAIL),
-    (SchemaError, 500, "storage_error", EX_SOFTWARE),
-    (SessionNotFoundError, 404, "not_found", 1),
-    (AmbiguousSessionError, 400, "invalid_request_error", 1),
-    (TitleConflictError, 409, "conflict", 1),
-    (InvalidTitleError, 400, "invalid_request_error", 1),
-    (StorageError, 500, "storage_error", EX_SOFTWARE),
-    (DaemonNotRunningError, 503, "unavailable", EX_UNAVAILABLE),
-    (DaemonUnreachableError, 503, "unavailable", EX_UNAVAILABLE),
-    (RequestError, 400, "invalid_request_error", EX_USAGE),
-    (DaemonRunningError, 409, "conflict", EX_TEMPFAIL),
-    (InvalidPruneAgeError, 400, "invalid_request_error", EX_USAGE),
-    (HandoffRefusedError, 409, "conflict", 1),
-    (HandoffInFlightError, 409, "conflict", 1),
-    (FatalAdapterError, 503, "unavailable", EX_CONFIG),
-    (GatewayError, 500, "gateway_error", 1),
+#: most specific first; the first class the error is an instance of decides:
+#: (class, HTTP status, error code, exit code, Retry-After when the error does not say)
+_TABLE: tuple[tuple[type[BaseException], int, str, int, float | None], ...] = (
+    (ModelNotConfiguredError, 503, "model_not_configured", EX_CONFIG, None),
+    (ModelAuthError, 502, "upstream_auth_error", EX_UNAVAILABLE, None),
+    (ModelRateLimitError, 429, "rate_limit_exceeded", EX_TEMPFAIL, 60.0),
+    (ModelTimeoutError, 504, "upstream_timeout", EX_TEMPFAIL, None),
+    (ModelContextLengthError, 400, "context_length_exceeded", 1, None),
+    (ModelError, 502, "upstream_error", EX_UNAVAILABLE, None),
+    (ConfigError, 503, "not_configured", EX_CONFIG, None),
+    (LaneFullError, 429, "queue_full", EX_TEMPFAIL, 5.0),
+    (ChatBusyError, 429, "chat_busy", EX_TEMPFAIL, 5.0),
+    (LanesClosedError, 503, "shutting_down", EX_TEMPFAIL, 30.0),
+    (InputTooLongError, 413, "message_too_long", EX_USAGE, None),
+    (BadInputError, 400, "invalid_input", EX_USAGE, None),
+    (DuplicateRequestError, 409, "duplicate_request", 1, None),
+    (StorageFullError, 507, "storage_full", EX_TEMPFAIL, None),
+    (StorageBusyError, 503, "storage_busy", EX_TEMPFAIL, 5.0),
+    (StorageLockedError, 503, "storage_locked", EX_TEMPFAIL, None),
+    (StorageClosedError, 503, "shutting_down", EX_TEMPFAIL, 30.0),
+    (SchemaError, 500, "storage_error", EX_SOFTWARE, None),
+    (SessionNotFoundError, 404, "not_found", 1, None),
+    (AmbiguousSessionError, 400, "ambiguous_session", 1, None),
+    (TitleConflictError, 409, "title_conflict", 1, None),
+    (InvalidTitleError, 400, "invalid_title", 1, None),
+    (StorageError, 500, "storage_error", EX_SOFTWARE, None),
+    (DaemonNotRunningError, 503, "unavailable", EX_UNAVAILABLE, None),
+    (DaemonUnreachableError, 503, "unavailable", EX_UNAVAILABLE, None),
+    (RequestError, 400, "invalid_request", EX_USAGE, None),
+    (DaemonRunningError, 409, "daemon_running", EX_TEMPFAIL, None),
+    (InvalidPruneAgeError, 400, "invalid_request", EX_USAGE, None),
+    (HandoffRefusedError, 409, "handoff_refused", 1, None),
+    (HandoffInFlightError, 409, "handoff_in_flight", 1, None),
+    (FatalAdapterError, 503, "unavailable", EX_CONFIG, None),
+    (GatewayError, 500, "gateway_error", 1, None),
 )
 
 
+def error_type_for(status: int) -> str:
+    """OpenAI's error type for an HTTP status (clients branch on the status; the type names the family)."""
+    if status == 401:
+        return "authentication_error"
+    if status == 403:
+        return "permission_error"
+    if status == 429:
+        return "rate_limit_error"
+    if status >= 500:
+        return "server_error"
+    return "invalid_request_error"
+
+
 def describe(exc: BaseException) -> ErrorView:
-    """The reply, HTTP status, error type and exit code for ``exc``."""
+    """The reply, HTTP status, error type and code, exit code and Retry-After for ``exc``."""
     if not isinstance(exc, GatewayError):
         return ErrorView(
             f"Sorry, something went wrong ({type(exc).__name__}). "
             "Try again, or send /reset to start a fresh session.",
-            _INTERNAL.http_status, _INTERNAL.error_type, _INTERNAL.exit_code,
+            500, "server_error", "internal_error", EX_SOFTWARE,
         )
-    status, error_type, code = next((s, e, c) for cls, s, e, c in _TABLE if isinstance(exc, cls))
-    # A missing model is an instruction, not a failure: it is said plainly.
-    reply = str(exc) if isinstance(exc, ModelNotConfiguredError) else f"⚠️ {exc}"
-    return ErrorView(reply, status, error_type, code)
+    status, code, exit_code, wait = next((s, c, x, w) for cls, s, c, x, w in _TABLE if isinstance(exc, cls))
+    said = getattr(exc, "retry_after", None)
+    retry_after = float(said) if isinstance(said, int | float) and said > 0 else wait
+    if isinstance(exc, ModelNotConfiguredError):
+        reply = str(exc)  # a missing model is an instruction, not a failure: it is said plainly
+    elif isinstance(exc, ModelUnavailableError) and exc.status is None:
+        # Its reason is the connection library's own text (``ContentLengthError: ...``): the log has it.
+        reply = (f"⚠️ The model endpoint {exc.endpoint} could not be reached, or cut the answer off "
+                 f"({'1 attempt' if exc.attempts == 1 else f'{exc.attempts} attempts'}). "
+                 "Check that the model server is running and that model.base_url is right.")
+    else:
+        reply = f"⚠️ {exc}"
+    return ErrorView(reply, status, error_type_for(status), code, exit_code, retry_after)
 
 
 __all__ = [
@@ -247,6 +301,8 @@ __all__ = [
     "EX_USAGE",
     "AdapterError",
     "AmbiguousSessionError",
+    "BadInputError",
+    "ChatBusyError",
     "ChatGoneError",
     "CompressionError",
     "ConfigError",
@@ -254,11 +310,13 @@ __all__ = [
     "DaemonNotRunningError",
     "DaemonRunningError",
     "DaemonUnreachableError",
+    "DuplicateRequestError",
     "ErrorView",
     "FatalAdapterError",
     "GatewayError",
     "HandoffInFlightError",
     "HandoffRefusedError",
+    "InputTooLongError",
     "InvalidPruneAgeError",
     "InvalidTitleError",
     "LaneError",
@@ -289,4 +347,5 @@ __all__ = [
     "ToolError",
     "UnitPathError",
     "describe",
+    "error_type_for",
 ]

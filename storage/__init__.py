@@ -27,6 +27,7 @@ from ._model import (
     HomeChannelRow,
     IndexEntry,
     PendingReply,
+    SeenMessage,
     SessionTitle,
     is_scaffolding,
 )
@@ -87,6 +88,7 @@ __all__ = [
     "PendingReply",
     "Reader",
     "SchemaError",
+    "SeenMessage",
     "SessionNotFoundError",
     "SessionTitle",
     "StateStore",

@@ -67,6 +67,21 @@ class SessionTitle:
 
 
 @dataclass(frozen=True)
+class SeenMessage:
+    """What is known of an inbound message seen before (its dedupe record).
+
+    For a message that became a turn: the session and row id of the user's
+    message as stored, and the reply once it was stored (a retried request is
+    answered with it). All None for a message answered otherwise.
+    """
+
+    seen_at: float
+    session_id: str | None
+    question_id: int | None
+    answer: str | None
+
+
+@dataclass(frozen=True)
 class PendingReply:
     """An outbox row not yet marked sent: what a crash may have cut off."""
 

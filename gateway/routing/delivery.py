@@ -8,6 +8,7 @@ recent), marked as recovered. Splitting to the platform's limit happens here.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sqlite3
 import time
 from collections.abc import Mapping
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING
 import structlog
 
 from adapters.base import Adapter, OutboundMessage, SendKind
+from gateway.errors import GatewayError
+from gateway.logs import redact
 from storage import PendingReply, StateStore, outbound
 
 if TYPE_CHECKING:
@@ -103,17 +106,17 @@ class Delivery:
         """Send every chunk in order; the error text if one failed, else None."""
         try:
             for chunk in adapter.split(out.text) if out.text else [out.text]:
-                await adapter.send(
-                    OutboundMessage(out.platform, out.chat_id, chunk, out.thread_id, out.reply_to, out.kind)
-                )
+                await adapter.send(dataclasses.replace(out, text=chunk))
                 if self.metrics is not None:
                     self.metrics.messages_out.labels(out.platform).inc()
         except Exception as exc:
             if self.metrics is not None:
                 self.metrics.send_failures.labels(out.platform).inc()
-            error = f"{type(exc).__name__}: {exc}"[:300]
-            log.error("delivery.send_failed", platform=out.platform, chat_id=out.chat_id, error=error)
-            return error
+            detail = f"{type(exc).__name__}: {exc}"[:300]
+            log.error("delivery.send_failed", platform=out.platform, chat_id=out.chat_id, error=detail)
+            # The reason is shown to people (a failed handoff says it): an error of ours says what
+            # happened; the text of any other is a library's internals (``ContentLengthError: ...``).
+            return redact(detail if isinstance(exc, GatewayError) else type(exc).__name__)
         return None
 
     async def _mark(self, ledger_id: int, status: str, error: str | None = None) -> None:

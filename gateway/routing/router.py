@@ -14,7 +14,16 @@ from typing import Literal
 import structlog
 
 from adapters.base import Disposition, InboundMessage, OutboundMessage, SendKind
-from gateway.errors import GatewayError, LaneFullError, LanesClosedError, describe
+from gateway.errors import (
+    BadInputError,
+    ChatBusyError,
+    DuplicateRequestError,
+    GatewayError,
+    InputTooLongError,
+    LaneFullError,
+    LanesClosedError,
+    describe,
+)
 from gateway.logs import redact
 from gateway.routing.auth import Authorizer
 from gateway.routing.commands import CommandContext, CommandRegistry, parse_command
@@ -59,12 +68,12 @@ class Router:
 
     async def handle(self, msg: InboundMessage) -> Disposition:
         self._metrics.messages_in.labels(msg.platform).inc()
-        with structlog.contextvars.bound_contextvars(platform=msg.platform, chat_id=msg.chat_id):
+        with structlog.contextvars.bound_contextvars(platform=msg.platform, chat_id=_loggable(msg.chat_id)):
             try:
                 return await self._handle(msg)
-            except Exception:
+            except Exception as exc:
                 log.exception("router.handle_failed", message_id=msg.message_id)
-                await self._notice(msg, "Sorry, that message could not be handled. Please try again.")
+                await self._notice(msg, "Sorry, that message could not be handled. Please try again.", exc)
                 return Disposition.ANSWERED
 
     async def _handle(self, msg: InboundMessage) -> Disposition:
@@ -74,15 +83,30 @@ class Router:
             return Disposition.REFUSED
         if not msg.addressed:
             return Disposition.IGNORED
+        bad = _unencodable_field(msg)
+        if bad is not None:
+            # Nothing can store it (SQLite and every platform refuse lone surrogates): refused before
+            # anything is written. Adapters clean message text; this catches ids and the rest.
+            log.warning("router.bad_text", message_id=_loggable(msg.message_id), field=bad)
+            await self._notice(msg, f"That message cannot be read: its {bad} is not valid Unicode text "
+                                    "(it holds a lone UTF-16 surrogate).", BadInputError(bad))
+            return Disposition.ANSWERED
         # Dedupe before anything answers: a redelivery, or the second event of one
         # post (Slack's message + app_mention), must not get a second notice either.
         delivery_key = msg.delivery_key
         if delivery_key is None:
             return await self._handle_new(msg, _Claim())
         dedupe = self.services.dedupe
-        if not await dedupe.claim(msg.platform, delivery_key):
-            log.info("router.duplicate", message_id=msg.message_id, delivery_key=delivery_key)
-            return Disposition.DUPLICATE
+        while not await dedupe.claim(msg.platform, delivery_key):
+            if not msg.awaits_answer:
+                log.info("router.duplicate", message_id=msg.message_id, delivery_key=delivery_key)
+                return Disposition.DUPLICATE
+            if dedupe.in_flight(msg.platform, delivery_key):
+                await dedupe.settled(msg.platform, delivery_key)  # its first copy is being answered here
+                continue
+            replayed = await self._retried(msg, delivery_key)
+            if replayed is not None:
+                return replayed
         claim = _Claim()
         try:
             return await self._handle_new(msg, claim)
@@ -94,19 +118,56 @@ class Router:
             else:  # never processed: a redelivery must count
                 dedupe.release(msg.platform, delivery_key)
 
+    async def _retried(self, msg: InboundMessage, delivery_key: str) -> Disposition | None:
+        """A retry of a request seen before, whose sender waits for an answer: the first one's
+        answer, or its turn resumed when a crash (or a failure) cut it off. None: claim again."""
+        dedupe = self.services.dedupe
+        seen = await dedupe.get(msg.platform, delivery_key)
+        if seen is None:  # forgotten meanwhile (swept): it is new
+            return None
+        if seen.answer is not None:
+            log.info("router.retry_answered", message_id=msg.message_id, delivery_key=delivery_key)
+            await self._send(msg, seen.answer, SendKind.NOTICE)
+            return Disposition.ANSWERED
+        if seen.question_id is None:
+            await self._notice(msg, "A request with this Idempotency-Key was answered before, and that answer "
+                                    "is not kept. Send it as a new request (with a new Idempotency-Key).",
+                               DuplicateRequestError(delivery_key))
+            return Disposition.ANSWERED
+        if not dedupe.hold(msg.platform, delivery_key):  # another retry got there first: wait for it
+            return None
+        log.info("router.retry_resumed", message_id=msg.message_id, session_id=seen.session_id)
+        key = build_session_key(msg, self._keys)
+        claim = _Claim()
+        try:
+            async def resume() -> None:
+                try:
+                    await self._turns.run(msg, key, msg.text.strip(), resume=seen)
+                finally:
+                    dedupe.release(msg.platform, delivery_key)
+
+            with structlog.contextvars.bound_contextvars(session_key=key):
+                disposition = await self._enqueue(msg, key, resume, claim)
+            if disposition is Disposition.ACCEPTED:
+                claim.outcome = "turn"
+            return disposition
+        finally:
+            if claim.outcome != "turn":
+                dedupe.release(msg.platform, delivery_key)
+
     async def _handle_new(self, msg: InboundMessage, claim: _Claim) -> Disposition:
         if not self._accepting:
-            claim.outcome = "released"
-            await self._notice(msg, "The gateway is restarting; please send that again in a minute.")
+            claim.outcome = "released"  # never processed: a redelivery after the restart must count
+            await self._notice(msg, "The gateway is restarting; please send that again in a minute.",
+                               LanesClosedError("the gateway is restarting"))
             return Disposition.ANSWERED
         text = msg.text.strip()
         if not text:
-            await self._notice(msg, "I can only read text messages for now.")
+            await self._refuse(msg, claim, BadInputError("no text"), "I can only read text messages for now.")
             return Disposition.ANSWERED
         if len(text) > MAX_INPUT_CHARS:
-            await self._notice(
-                msg, f"That message is too long ({len(text)} characters; the limit is {MAX_INPUT_CHARS})."
-            )
+            await self._refuse(msg, claim, InputTooLongError(f"{len(text)} characters"),
+                               f"That message is too long ({len(text)} characters; the limit is {MAX_INPUT_CHARS}).")
             return Disposition.ANSWERED
         key = build_session_key(msg, self._keys)
         with structlog.contextvars.bound_contextvars(session_key=key):
@@ -123,10 +184,10 @@ class Router:
             if command.immediate:
                 await self._run_command(ctx, command.handler)
                 return Disposition.ANSWERED
-            if await self._refused_during_handoff(msg, key):
+            if await self._refused_during_handoff(msg, key, claim):
                 return Disposition.ANSWERED
             return await self._enqueue(msg, key, lambda: self._run_command(ctx, command.handler), claim)
-        if await self._refused_during_handoff(msg, key):
+        if await self._refused_during_handoff(msg, key, claim):
             return Disposition.ANSWERED
 
         async def turn() -> None:
@@ -141,15 +202,16 @@ class Router:
             claim.outcome = "turn"
         return disposition
 
-    async def _refused_during_handoff(self, msg: InboundMessage, key: str) -> bool:
+    async def _refused_during_handoff(self, msg: InboundMessage, key: str, claim: _Claim) -> bool:
         """While this chat's session is being handed off, nothing else may run on it
         (a turn would interleave with the synthetic one; /new would end it)."""
         target = self._handoffs.in_flight(key)
         if target is None:
             return False
         log.info("router.refused_during_handoff", target=target)
-        await self._notice(msg, f"⏳ This session is being handed off to {target} right now. "
-                                "Wait for the outcome here, then send that again.")
+        await self._refuse(msg, claim, ChatBusyError(f"handed off to {target}"),
+                           f"⏳ This session is being handed off to {target} right now. "
+                           "Wait for the outcome here, then send that again.")
         return True
 
     async def _enqueue(self, msg: InboundMessage, key: str, job: Job, claim: _Claim) -> Disposition:
@@ -161,11 +223,11 @@ class Router:
             ahead, ack = self.services.lanes.submit(key, job, on_drop=dropped, label=msg.text)
         except LaneFullError as exc:
             claim.outcome = "released"
-            await self._notice(msg, f"Too many messages are waiting in this chat ({exc}). Please wait a moment.")
+            await self._notice(msg, f"Too many messages are waiting in this chat ({exc}). Please wait a moment.", exc)
             return Disposition.ANSWERED
-        except LanesClosedError:
+        except LanesClosedError as exc:
             claim.outcome = "released"
-            await self._notice(msg, "The gateway is restarting; please send that again in a minute.")
+            await self._notice(msg, "The gateway is restarting; please send that again in a minute.", exc)
             return Disposition.ANSWERED
         if ack and self.services.config.settings.gateway.busy_ack:
             await self._send(msg, QUEUED_ACK, SendKind.ACK)
@@ -180,19 +242,55 @@ class Router:
         except asyncio.CancelledError:
             raise
         except GatewayError as exc:
-            reply = describe(exc).reply
+            view = describe(exc)
+            # A command's refusal (/handoff to nowhere, a taken /title) is its answer; only a failure
+            # of the gateway or the model is one for an HTTP caller too.
+            failed = view.http_status >= 500 or view.http_status == 429
+            await self._notice(ctx.message, view.reply, exc if failed else None)
+            return
         except Exception as exc:
             log.exception("router.command_failed")
-            reply = f"Sorry, that command failed ({type(exc).__name__})."
+            await self._notice(ctx.message, f"Sorry, that command failed ({type(exc).__name__}).", exc)
+            return
         if reply:
             await self._notice(ctx.message, reply)
 
     # ------------------------------------------------------------------ output
 
-    async def _notice(self, msg: InboundMessage, text: str) -> None:
-        await self._send(msg, text, SendKind.NOTICE)
+    async def _refuse(self, msg: InboundMessage, claim: _Claim, exc: GatewayError, text: str) -> None:
+        """Answer with an error notice. A request that waits for it may be sent again as it is
+        (nothing was done), so its claim is released; a platform's redelivery gets no second notice."""
+        if msg.awaits_answer:
+            claim.outcome = "released"
+        await self._notice(msg, text, exc)
 
-    async def _send(self, msg: InboundMessage, text: str, kind: SendKind) -> None:
-        await self.services.delivery.send(
-            OutboundMessage(msg.platform, msg.chat_id, redact(text), msg.thread_id, msg.message_id, kind)
-        )
+    async def _notice(self, msg: InboundMessage, text: str, error: BaseException | None = None) -> None:
+        await self._send(msg, text, SendKind.NOTICE, error)
+
+    async def _send(self, msg: InboundMessage, text: str, kind: SendKind, error: BaseException | None = None) -> None:
+        await self.services.delivery.send(OutboundMessage(
+            msg.platform, msg.chat_id, redact(text), msg.thread_id, msg.message_id, kind,
+            error=describe(error).reply_error() if error is not None else None,
+        ))
+
+
+def _unencodable_field(msg: InboundMessage) -> str | None:
+    """The first field of ``msg`` that cannot be encoded as UTF-8 (it holds a lone surrogate)."""
+    for name in ("text", "chat_id", "user_id", "thread_id", "message_id", "dedupe_id", "user_name", "chat_name"):
+        value = getattr(msg, name)
+        if isinstance(value, str) and not _encodable(value):
+            return name
+    return None
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _loggable(text: str | None) -> str | None:
+    """An id as a log line can carry it (a lone surrogate shown escaped)."""
+    return text if text is None or _encodable(text) else text.encode("utf-8", "backslashreplace").decode()

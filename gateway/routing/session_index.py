@@ -111,13 +111,20 @@ def _apply_pending_title(conn: sqlite3.Connection, key: str, session_id: str, no
     except TitleConflictError as exc:
         # Queued titles reserve nothing: another session took it first. The session
         # starts untitled rather than not at all, and the user hears why.
-        log.warning("session_index.pending_title_dropped", session_id=session_id, session_key=key, error=str(exc))
+        _log_dropped(session_id, key, exc)
         return (f'The title "{exc.title}" you set with /title is now used by another session, so this one is '
                 f'untitled. Name it with /title, for example /title {exc.suggestion}')
     except InvalidTitleError as exc:
-        log.warning("session_index.pending_title_dropped", session_id=session_id, session_key=key, error=str(exc))
+        _log_dropped(session_id, key, exc)
         return f"The title you set with /title could not be applied ({exc}). Name this session with /title."
     return None
+
+
+def _log_dropped(session_id: str, key: str, exc: Exception) -> None:
+    # The error's text quotes the title, which is user content: only at debug level.
+    log.warning("session_index.pending_title_dropped", session_id=session_id, session_key=key,
+                error_type=type(exc).__name__)
+    log.debug("session_index.pending_title_dropped_detail", session_id=session_id, error=str(exc))
 
 
 def _new_id(msg: InboundMessage) -> str:

@@ -15,15 +15,26 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from adapters.base import InboundMessage, OutboundMessage, SendKind
-from core.agent import Agent, TurnRequest
-from gateway.errors import GatewayError, LanesClosedError, ModelNotConfiguredError, describe
+from adapters.base import InboundMessage, OutboundMessage, ReplyError, SendKind, TokenUsage
+from core.agent import Agent, AnswerOp, TurnRequest
+from gateway.errors import (
+    DuplicateRequestError,
+    GatewayError,
+    LanesClosedError,
+    ModelNotConfiguredError,
+    describe,
+)
 from gateway.logs import redact
 from gateway.routing.delivery import record_reply
 from gateway.routing.services import Services
+from gateway.routing.session_index import Binding
 from gateway.routing.session_key import is_shared_session
+from storage import SeenMessage
 
 log = structlog.get_logger("hermes.router")
+
+#: what a caller waiting for the answer of a stopped turn gets (an HTTP request; chats see /stop's own reply)
+STOPPED_REPLY = "⚡ Stopped before the answer was finished. Everything said so far is kept in the session."
 
 AgentMaker = Callable[[Services, TurnRequest], Agent]
 MemoryFlush = Callable[[Services, str], Awaitable[None]]
@@ -103,29 +114,57 @@ class Turns:
                 task.cancel()
             raise
 
-    async def run(self, msg: InboundMessage, key: str, text: str) -> None:
-        """One turn of the agent for a message the router put in ``key``'s lane."""
-        await self._turn_outcome(msg, key, text)
+    async def run(self, msg: InboundMessage, key: str, text: str, *, resume: SeenMessage | None = None) -> None:
+        """One turn of the agent for a message the router put in ``key``'s lane.
 
-    async def _turn_outcome(self, msg: InboundMessage, key: str, text: str) -> bool:
+        ``resume``: the message is a retry of one whose question is stored and whose
+        turn never ended (a crash cut it off, or its model failed): answer that question.
+        """
+        try:
+            await self._turn_outcome(msg, key, text, resume)
+        except asyncio.CancelledError:
+            if msg.awaits_answer and self._accepting:  # /stop: the waiting caller still gets its answer
+                await asyncio.shield(self._say_stopped(msg))
+            raise
+
+    async def _bind(self, msg: InboundMessage, key: str, resume: SeenMessage | None) -> Binding | None:
+        """The session this turn runs in; None when a resumed question can no longer be answered."""
         services = self.services
+        if resume is not None:
+            if resume.session_id is not None and await services.index.current(key) == resume.session_id \
+                    and await services.dedupe.question_open(resume):
+                return Binding(key, resume.session_id, created=False)
+            log.info("router.retry_not_resumable", session_id=resume.session_id)
+            await self._notice_error(msg, DuplicateRequestError(
+                "This request was taken before, and its conversation has moved on since, so it cannot be "
+                "answered again. Send it as a new request (with a new Idempotency-Key)."))
+            return None
         due = await services.index.due_reset(key)
         if due is not None and self._memory_flush is not None:
             try:
                 await self._memory_flush(services, due)
             except Exception:  # saving memories must never cost the user their answer
                 log.exception("router.memory_flush_failed", session_id=due)
-        binding = await services.index.resolve(key, msg, model=services.model_name)
+        return await services.index.resolve(key, msg, model=services.model_name)
+
+    async def _turn_outcome(self, msg: InboundMessage, key: str, text: str,
+                            resume: SeenMessage | None = None) -> bool:
+        services = self.services
+        binding = await self._bind(msg, key, resume)
+        if binding is None:
+            return False
         with structlog.contextvars.bound_contextvars(session_id=binding.session_id):
             if binding.created:
                 log.info("router.session_started", reset_reason=binding.reset_reason,
                          previous_session_id=binding.previous_session_id)
             note = binding.title_note
 
-            def reply_to_user(answer: str, kind: SendKind = SendKind.REPLY) -> OutboundMessage:
+            def reply_to_user(answer: str, kind: SendKind = SendKind.REPLY, *, error: ReplyError | None = None,
+                              usage: TokenUsage | None = None) -> OutboundMessage:
                 # The title the user was told was saved could not be applied: say so with this reply.
                 body = f"{answer}\n\n⚠️ {note}" if note else answer
-                return OutboundMessage(msg.platform, msg.chat_id, redact(body), msg.thread_id, msg.message_id, kind)
+                return OutboundMessage(msg.platform, msg.chat_id, redact(body), msg.thread_id, msg.message_id, kind,
+                                       error=error, usage=usage)
 
             outbox = _Outbox(key, reply_to_user) if services.delivery.recoverable(msg.platform) else None
             request = TurnRequest(
@@ -138,16 +177,20 @@ class Turns:
                 user_name=msg.user_name,
                 shared_session=is_shared_session(msg, services.key_settings),
                 # "seen" commits with the question: a message cut off before it was stored is taken again
-                on_question=(services.dedupe.record_op(msg.platform, msg.delivery_key)
+                on_question=(services.dedupe.question_op(msg.platform, msg.delivery_key)
                              if msg.delivery_key is not None else None),
-                on_answer=outbox.record if outbox is not None else None,
+                on_answer=self._answer_ops(msg, outbox, reply_to_user),
+                question_stored=resume is not None,
             )
             typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
+            error: ReplyError | None = None
+            usage: TokenUsage | None = None
             kind = SendKind.REPLY
             started = time.perf_counter()
             try:
                 result = await self._make_agent(services, request).run_turn(request)
                 reply = result.text
+                usage = TokenUsage(result.usage.input_tokens, result.usage.output_tokens)
             except asyncio.CancelledError:
                 if outbox is not None and outbox.id is not None:  # stopped after the answer was stored
                     await asyncio.shield(services.delivery.withdraw(outbox.id, "the turn was stopped"))
@@ -159,7 +202,8 @@ class Turns:
                     log.warning("router.turn_error", error_type=type(exc).__name__, error=str(exc))
                 else:
                     log.exception("router.turn_crashed")
-                reply, kind = describe(exc).reply, SendKind.NOTICE
+                view = describe(exc)
+                reply, kind, error = view.reply, SendKind.NOTICE, view.reply_error()
             finally:
                 typing.cancel()
                 services.metrics.turn_seconds.observe(time.perf_counter() - started)
@@ -169,9 +213,41 @@ class Turns:
                 await services.delivery.withdraw(ledger_id, "the turn failed after its answer was stored")
                 ledger_id = None
             sent = await services.delivery.send(
-                reply_to_user(reply, kind), session_key=key, session_id=binding.session_id, ledger_id=ledger_id
+                reply_to_user(reply, kind, error=error, usage=usage), session_key=key, session_id=binding.session_id,
+                ledger_id=ledger_id,
             )
             return sent and kind is SendKind.REPLY
+
+    def _answer_ops(self, msg: InboundMessage, outbox: _Outbox | None,
+                    compose: Callable[[str], OutboundMessage]) -> AnswerOp | None:
+        """What commits with the answer: its ledger row, and for a request that waits for it,
+        the reply as its retries will get it."""
+        delivery_key = msg.delivery_key if msg.awaits_answer else None
+        if delivery_key is None:
+            return outbox.record if outbox is not None else None
+        keep = self.services.dedupe.answer_op
+
+        def op(conn: sqlite3.Connection, session_id: str, answer: str) -> None:
+            if outbox is not None:
+                outbox.record(conn, session_id, answer)
+            keep(msg.platform, delivery_key, compose(answer).text)(conn)
+
+        return op
+
+    async def _say_stopped(self, msg: InboundMessage) -> None:
+        try:
+            if msg.delivery_key is not None:  # a retry gets the same word (when the question was stored)
+                await self.services.dedupe.record_answer(msg.platform, msg.delivery_key, STOPPED_REPLY)
+            await self.services.delivery.send(OutboundMessage(
+                msg.platform, msg.chat_id, STOPPED_REPLY, msg.thread_id, msg.message_id, SendKind.NOTICE))
+        except Exception:
+            log.exception("router.stopped_notice_failed")
+
+    async def _notice_error(self, msg: InboundMessage, exc: GatewayError) -> None:
+        view = describe(exc)
+        await self.services.delivery.send(OutboundMessage(
+            msg.platform, msg.chat_id, redact(view.reply), msg.thread_id, msg.message_id, SendKind.NOTICE,
+            error=view.reply_error()))
 
     async def _keep_typing(self, msg: InboundMessage) -> None:
         adapter = self.services.adapters.get(msg.platform)

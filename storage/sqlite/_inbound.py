@@ -1,8 +1,11 @@
-"""Inbound messages already seen (``gateway_inbound_seen``): the dedupe record."""
+"""Inbound messages already seen (``gateway_inbound_seen``): the dedupe record, and for a
+message that became a turn, its stored question and answer."""
 
 from __future__ import annotations
 
 import sqlite3
+
+from .._model import SeenMessage
 
 
 def seen(conn: sqlite3.Connection, platform: str, delivery_key: str) -> bool:
@@ -12,12 +15,45 @@ def seen(conn: sqlite3.Connection, platform: str, delivery_key: str) -> bool:
     return row is not None
 
 
-def record(conn: sqlite3.Connection, platform: str, delivery_key: str, *, now: float) -> None:
-    """Record a message as seen; recording it twice keeps the first time."""
+def record(conn: sqlite3.Connection, platform: str, delivery_key: str, *, now: float,
+           session_id: str | None = None) -> None:
+    """Record a message as seen; recording it twice keeps the first time.
+
+    With ``session_id``, in the transaction that has just appended the message to that
+    session: the session's latest row is remembered as its question.
+    """
     conn.execute(
-        "INSERT OR IGNORE INTO gateway_inbound_seen (platform, delivery_key, seen_at) VALUES (?, ?, ?)",
-        (platform, delivery_key, now),
+        "INSERT OR IGNORE INTO gateway_inbound_seen (platform, delivery_key, seen_at, session_id, question_id) "
+        "VALUES (?, ?, ?, ?, (SELECT id FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT 1))",
+        (platform, delivery_key, now, session_id, session_id),
     )
+
+
+def record_answer(conn: sqlite3.Connection, platform: str, delivery_key: str, answer: str) -> None:
+    """The final word on a recorded message (the reply as sent), for its retries."""
+    conn.execute(
+        "UPDATE gateway_inbound_seen SET answer = ? WHERE platform = ? AND delivery_key = ?",
+        (answer, platform, delivery_key),
+    )
+
+
+def get(conn: sqlite3.Connection, platform: str, delivery_key: str) -> SeenMessage | None:
+    row = conn.execute(
+        "SELECT seen_at, session_id, question_id, answer FROM gateway_inbound_seen "
+        "WHERE platform = ? AND delivery_key = ?",
+        (platform, delivery_key),
+    ).fetchone()
+    return None if row is None else SeenMessage(*tuple(row))
+
+
+def question_open(conn: sqlite3.Connection, session_id: str, question_id: int) -> bool:
+    """Whether message ``question_id`` is still in ``session_id`` and no user message came after it."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM messages WHERE id = ? AND session_id = ? AND role = 'user') "
+        "AND NOT EXISTS (SELECT 1 FROM messages WHERE session_id = ? AND role = 'user' AND id > ?)",
+        (question_id, session_id, session_id, question_id),
+    ).fetchone()
+    return bool(row[0])
 
 
 def sweep(conn: sqlite3.Connection, *, seen_before: float) -> int:

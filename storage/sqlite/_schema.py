@@ -324,6 +324,18 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             "WHERE session_key IS NOT NULL AND session_id IS NOT NULL GROUP BY session_key, session_id, platform",
         ),
     ),
+    Migration(
+        15,
+        "what became of a message that became a turn: its stored question and its answer",
+        (
+            # A retried HTTP request (same Idempotency-Key) is answered from here,
+            # also after a crash: the answer if it was stored, else the turn is
+            # resumed on the stored question (never stored twice).
+            "ALTER TABLE gateway_inbound_seen ADD COLUMN session_id TEXT",
+            "ALTER TABLE gateway_inbound_seen ADD COLUMN question_id INTEGER",
+            "ALTER TABLE gateway_inbound_seen ADD COLUMN answer TEXT",
+        ),
+    ),
 )
 
 

@@ -35,7 +35,7 @@ class Running:
         return self.home / "state.db"
 
     async def ask(self, text: str, user: str = "alice", **extra: Any) -> httpx.Response:
-        body = {"model": "x", "messages": [{"role": "user", "content": text}], "user": user, **extra}
+        body = {"model": "fake-model", "messages": [{"role": "user", "content": text}], "user": user, **extra}
         return await self.http.post("/v1/chat/completions", json=body)
 
 

@@ -14,6 +14,7 @@ import adapters
 import core
 import gateway
 import storage
+from adapters.base import ReplyError
 from gateway import errors
 from gateway.errors import (
     EX_CONFIG,
@@ -21,7 +22,9 @@ from gateway.errors import (
     GatewayError,
     LaneFullError,
     ModelNotConfiguredError,
+    ModelRateLimitError,
     ModelTimeoutError,
+    ModelUnavailableError,
     SessionNotFoundError,
     describe,
 )
@@ -88,3 +91,26 @@ def test_an_error_outside_the_tree_never_shows_its_text() -> None:
     view = describe(RuntimeError("ContentLengthError: secret internals at 0xdeadbeef"))
     assert "secret internals" not in view.reply and "RuntimeError" in view.reply
     assert (view.http_status, view.error_type) == (500, "server_error")
+
+
+def test_describe_gives_the_openai_type_code_and_retry_after() -> None:
+    busy = describe(LaneFullError("3 messages already wait"))
+    assert (busy.http_status, busy.error_type, busy.error_code, busy.retry_after) == (
+        429, "rate_limit_error", "queue_full", 5.0)
+    limited = describe(ModelRateLimitError("http://127.0.0.1:1/v1", 1, retry_after=7.0))
+    assert (limited.http_status, limited.error_code, limited.retry_after) == (429, "rate_limit_exceeded", 7.0)
+    view = describe(ModelTimeoutError("http://127.0.0.1:1/v1", 2, 30.0))
+    assert (view.error_type, view.error_code, view.retry_after) == ("server_error", "upstream_timeout", None)
+    assert view.reply_error() == ReplyError(504, "server_error", "upstream_timeout", None)
+
+
+def test_a_broken_connection_is_described_without_the_librarys_text() -> None:
+    """The model client quotes the connection library in its reason (for the log); the person
+    is told what happened in our words."""
+    exc = ModelUnavailableError("http://127.0.0.1:1/v1", 1,
+                                reason="Response payload is not completed: <ContentLengthError: 400>")
+    view = describe(exc)
+    assert "ContentLengthError" in str(exc)
+    assert "ContentLengthError" not in view.reply and "payload" not in view.reply
+    assert view.reply.startswith("⚠️ The model endpoint http://127.0.0.1:1/v1 could not be reached")
+    assert (view.http_status, view.error_code) == (502, "upstream_error")

@@ -518,12 +518,16 @@ def test_upgrade_done_by_another_process_meanwhile_is_not_redone(
 
 
 async def test_the_bindings_table_is_backfilled_from_a_v13_database(db_path: Path) -> None:
-    # A v13 database is today's schema without gateway_session_bindings (added by migration 14).
+    # A v13 database is today's schema without gateway_session_bindings (added by migration 14)
+    # and without the question and answer of a seen message (migration 15).
     store = StateStore(db_path, writer_settings=SETTINGS)
     await store.open()
     await store.close()
     with connect(db_path) as conn:
         conn.execute("DROP TABLE gateway_session_bindings")
+        for column in ("session_id", "question_id", "answer"):
+            conn.execute(f"ALTER TABLE gateway_inbound_seen DROP COLUMN {column}")
+        conn.execute("INSERT INTO gateway_inbound_seen (platform, delivery_key, seen_at) VALUES ('telegram', 'm', 1)")
         conn.execute("DELETE FROM schema_version")
         conn.execute("INSERT INTO schema_version(version) VALUES (13)")
         for sid in ("s1", "s2", "s3"):
@@ -548,3 +552,7 @@ async def test_the_bindings_table_is_backfilled_from_a_v13_database(db_path: Pat
             "SELECT session_key, session_id, platform, user_id, first_bound_at FROM gateway_session_bindings "
             "ORDER BY session_id")]
     assert bindings == [("k:dm:1", "s1", "telegram", "1", 5.0), ("k:dm:1", "s2", "telegram", None, 2.0)]
+    with connect(db_path) as conn:
+        seen = [tuple(r) for r in conn.execute(
+            "SELECT delivery_key, session_id, question_id, answer FROM gateway_inbound_seen")]
+    assert seen == [("m", None, None, None)]  # what was seen before is kept, with nothing to replay

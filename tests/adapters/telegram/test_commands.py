@@ -53,7 +53,7 @@ async def command(fake: FakeTelegram, text: str, *, chat: Any = None, thread: in
 
 
 async def api(gw: RunningTelegram, text: str, user: str = "alice") -> str:
-    body = {"model": "x", "messages": [{"role": "user", "content": text}], "user": user}
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": text}], "user": user}
     resp = await gw.http.post("/v1/chat/completions", json=body)
     assert resp.status_code == 200, resp.text
     return str(resp.json()["choices"][0]["message"]["content"])

@@ -381,15 +381,18 @@ async def test_handoff_over_http_to_a_home_without_threads(gateway_home: Path, f
         assert bound(run.db_path, key_of("alice")) == sid
 
 
-async def test_a_redelivered_message_gets_its_notice_only_once(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
-    """Dedupe comes before every notice: a retried request (same Idempotency-Key) that was
-    already answered with "too long" or "text only" is a duplicate, not a second notice."""
+async def test_a_refused_request_can_be_retried_and_is_refused_alike(gateway_home: Path,
+                                                                      fake_openai: FakeOpenAI) -> None:
+    """A request refused with an error ("too long", "text only") did nothing: a retry with the same
+    Idempotency-Key is judged again (the same error), never a 409, and nothing is recorded for it."""
     async with run_gateway(gateway_home, fake_openai.base_url) as run:
-        for key, text, notice in (("k-long", "y" * 40_000, "That message is too long (40000 characters"),
-                                  ("k-blank", "   ", "I can only read text messages")):
-            body = {"model": "x", "messages": [{"role": "user", "content": text}], "user": "alice"}
-            first = await run.http.post("/v1/chat/completions", headers={"Idempotency-Key": key}, json=body)
-            assert first.status_code == 200 and first.json()["choices"][0]["message"]["content"].startswith(notice)
-            again = await run.http.post("/v1/chat/completions", headers={"Idempotency-Key": key}, json=body)
-            assert again.status_code == 409, again.text
+        for key, text, status, notice in (("k-long", "y" * 40_000, 413, "That message is too long (40000 characters"),
+                                          ("k-blank", "   ", 400, "I can only read text messages")):
+            body = {"model": "fake-model", "messages": [{"role": "user", "content": text}], "user": "alice"}
+            for _ in range(2):
+                resp = await run.http.post("/v1/chat/completions", headers={"Idempotency-Key": key}, json=body)
+                assert resp.status_code == status, resp.text
+                assert resp.json()["error"]["message"].startswith(notice)
         assert fake_openai.chat_requests == []
+        assert rows(run.db_path, "SELECT COUNT(*) FROM gateway_inbound_seen") == [(0,)]
+        assert rows(run.db_path, "SELECT COUNT(*) FROM sessions") == [(0,)]

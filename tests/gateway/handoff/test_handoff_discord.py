@@ -24,7 +24,7 @@ async def test_handoff_to_a_discord_thread_and_continue_there(
     general = fake.general
     async with run_discord_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
         async def api(text: str) -> str:
-            body: dict[str, Any] = {"model": "x", "messages": [{"role": "user", "content": text}], "user": "alice"}
+            body: dict[str, Any] = {"model": "fake-model", "messages": [{"role": "user", "content": text}], "user": "alice"}
             resp = await gw.http.post("/v1/chat/completions", json=body)
             assert resp.status_code == 200, resp.text
             return str(resp.json()["choices"][0]["message"]["content"])

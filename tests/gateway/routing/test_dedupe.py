@@ -51,3 +51,37 @@ async def test_a_turns_record_commits_with_its_question_or_not_at_all(store: Sta
     assert await _seen(store) == [("discord", "m:1")]
     assert await dedupe.claim("discord", "m:1") is False  # a redelivery after a restart, too
     assert await Dedupe(store, retention_hours=72).claim("discord", "m:1") is False
+
+
+async def test_a_turns_record_remembers_its_question_and_then_its_answer(store: StateStore) -> None:
+    dedupe = Dedupe(store, retention_hours=72)
+    await store.create_session("s1", "api-server")
+    await store.append_message("s1", "user", "earlier")
+    assert await dedupe.claim("api-server", "idem:a:k")
+    asked = dedupe.question_op("api-server", "idem:a:k")
+    question = await store.persist_message("s1", {"role": "user", "content": "the question"},
+                                           also=lambda c: asked(c, "s1"))
+    dedupe.release("api-server", "idem:a:k")
+    seen = await dedupe.get("api-server", "idem:a:k")
+    assert seen is not None and (seen.session_id, seen.question_id, seen.answer) == ("s1", question, None)
+    assert await dedupe.question_open(seen)  # nothing came after it: a turn may still answer it
+
+    await store.persist_message("s1", {"role": "assistant", "content": "the answer"},
+                                also=dedupe.answer_op("api-server", "idem:a:k", "the answer, as sent"))
+    seen = await dedupe.get("api-server", "idem:a:k")
+    assert seen is not None and seen.answer == "the answer, as sent"
+    await store.append_message("s1", "user", "a later question")
+    assert not await dedupe.question_open(seen)  # the conversation moved on
+    assert await dedupe.get("api-server", "idem:a:other") is None
+
+
+async def test_settled_returns_when_the_claim_ends(store: StateStore) -> None:
+    dedupe = Dedupe(store, retention_hours=72)
+    await dedupe.settled("api-server", "k")  # nothing held: returns at once
+    assert dedupe.hold("api-server", "k") and not dedupe.hold("api-server", "k")
+    waiter = asyncio.create_task(dedupe.settled("api-server", "k"))
+    await asyncio.sleep(0)
+    assert not waiter.done() and dedupe.in_flight("api-server", "k")
+    dedupe.release("api-server", "k")
+    await asyncio.wait_for(waiter, 5)
+    assert not dedupe.in_flight("api-server", "k")

@@ -205,9 +205,10 @@ async def test_stop_bypasses_the_queue_and_keeps_what_was_said(gateway_home: Pat
 async def test_no_model_configured_answers_with_how_to(gateway_home: Path) -> None:
     async with run_gateway(gateway_home, None) as gw:
         resp = await gw.ask("hello?")
-        assert resp.status_code == 200
-        text = resp.json()["choices"][0]["message"]["content"]
-        assert "model.base_url" in text and "HERMES_MODEL" in text
+        assert resp.status_code == 503
+        error = resp.json()["error"]
+        assert (error["type"], error["code"]) == ("server_error", "model_not_configured")
+        assert "model.base_url" in error["message"] and "HERMES_MODEL" in error["message"]
     # The user's words are kept even though no model answered.
     assert rows(gw.db_path, "SELECT role, content FROM messages") == [("user", "hello?")]
 
@@ -216,8 +217,9 @@ async def test_model_errors_become_clear_replies(gateway_home: Path, fake_openai
     async with run_gateway(gateway_home, fake_openai.base_url) as gw:
         fake_openai.fail(401, {"error": {"message": "bad key"}})
         resp = await gw.ask("hi")
-        text = resp.json()["choices"][0]["message"]["content"]
-        assert text.startswith("⚠️") and "api_key" in text.lower()
+        assert resp.status_code == 502  # the model refused our key: not the client's fault
+        error = resp.json()["error"]
+        assert error["code"] == "upstream_auth_error" and "api_key" in error["message"].lower()
         ok = await gw.ask("hi again")
         assert ok.json()["choices"][0]["message"]["content"] == "echo: hi again"
 
@@ -279,7 +281,9 @@ async def test_api_requests_without_idempotency_key_leave_no_dedupe_or_ledger_ro
             json={"messages": [{"role": "user", "content": "once only"}], "user": "alice"},
             headers={"Idempotency-Key": "k-1"},
         )
-    assert first.status_code == 200 and again.status_code == 409
+    # The retry is answered with the first answer, without a second turn.
+    assert first.status_code == again.status_code == 200
+    assert first.json()["choices"][0]["message"] == again.json()["choices"][0]["message"]
     assert rows(gw.db_path, "SELECT delivery_key FROM gateway_inbound_seen") == [("idem:alice:k-1",)]
     # A waiting HTTP client cannot be answered after a crash, so nothing is ledgered for it.
     assert rows(gw.db_path, "SELECT COUNT(*) FROM gateway_outbound") == [(0,)]
