@@ -94,7 +94,10 @@ async def test_prefix(corpus: Corpus) -> None:
     assert await _ids(corpus.store, "deploy*") == {
         corpus.ids["docker_deploy"], corpus.ids["deploy_only"], corpus.ids["deploying"],
     }  # fmt: skip
-    assert await _ids(corpus.store, "deploy") == set()
+    # "deploy" is no whole word of any message: it matches as a substring (below).
+    assert await _ids(corpus.store, "deploy") == {
+        corpus.ids["docker_deploy"], corpus.ids["deploy_only"], corpus.ids["deploying"],
+    }  # fmt: skip
 
 
 async def test_hyphenated_term_is_a_phrase(corpus: Corpus) -> None:
@@ -184,6 +187,56 @@ async def test_matches_in_tool_name_and_tool_calls_are_found(corpus: Corpus) -> 
     (hit,) = await corpus.store.search_messages("Reykjavik")
     assert hit["id"] == corpus.ids["tool_calls_hit"]
     assert ">>>Reykjavik<<<" in hit["snippet"]
+
+
+# --------------------------------------------------------------- substrings
+
+
+async def test_part_of_a_word_is_found_through_the_trigram_index(store: StateStore) -> None:
+    """session-storage.md: the trigram index is "for CJK / substring search"."""
+    await store.create_session("s", "cli", started_at=T0)
+    net = await store.append_message("s", "user", "Fix the Docker networking issue")
+    other = await store.append_message("s", "user", "the kubernetes cluster")
+    hits = await store.search_messages("netw")
+    assert [h["id"] for h in hits] == [net]
+    assert ">>>netw<<<" in hits[0]["snippet"]
+    assert await _ids(store, "NETWORK") == {net}  # case-insensitive, like the word index
+    assert await _ids(store, "docker netw") == {net}  # one known word, one part of a word
+    assert await _ids(store, "bernet OR netw") == {net, other}
+    assert await _ids(store, "etwork") == {net}  # the middle of a word too
+    (session,) = await store.search_sessions("netw")
+    assert session["match_message_id"] == net and ">>>netw<<<" in session["snippet"]
+
+
+async def test_substring_search_keeps_filters(store: StateStore) -> None:
+    await store.create_session("s", "cli", started_at=T0)
+    await store.create_session("t", "telegram", started_at=T0 + 1)
+    mine = await store.append_message("s", "assistant", "networking fixed")
+    await store.append_message("t", "user", "networking broken")
+    assert await _ids(store, "netw", source_filter=["cli"]) == {mine}
+    assert await _ids(store, "netw", role_filter=["assistant"]) == {mine}
+
+
+async def test_whole_words_still_come_from_the_word_index(store: StateStore) -> None:
+    """A word the index knows matches as a word: "net" is not found inside "network"."""
+    await store.create_session("s", "cli", started_at=T0)
+    word = await store.append_message("s", "user", "the net is down")
+    await store.append_message("s", "user", "network trouble")
+    assert await _ids(store, "net") == {word}
+
+
+async def test_terms_shorter_than_a_trigram_are_never_substring_searched(store: StateStore) -> None:
+    await store.create_session("s", "cli", started_at=T0)
+    await store.append_message("s", "user", "networking")
+    assert await _ids(store, "ne") == set()
+    assert await _ids(store, "netw ki") == set()  # "ki" could never match in the trigram index
+
+
+async def test_a_missing_word_after_not_does_not_switch_to_substrings(store: StateStore) -> None:
+    await store.create_session("s", "cli", started_at=T0)
+    net = await store.append_message("s", "user", "docker networking")
+    # "netw" excludes nothing as a word; as a substring it would exclude the only hit.
+    assert await _ids(store, "docker NOT netw") == {net}
 
 
 # -------------------------------------------------------------------- CJK
