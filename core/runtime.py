@@ -112,7 +112,8 @@ class AgentRuntime:
     def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
                      session_key: str | None = None) -> ToolContext:
         return ToolContext(session_id=session_id, platform=platform, home=self.home, store=self.store,
-                           user_id=user_id, session_key=session_key)
+                           user_id=user_id, session_key=session_key,
+                           recall_all=self.settings.recalls_everything(platform, user_id))
 
     async def build_prompt(self, platform: str, chat_type: str, *, shared: bool = False,
                            user_name: str | None = None) -> str:

@@ -34,6 +34,10 @@ class ToolContext:
     user_id: str | None = None
     #: the key of the chat the turn came from
     session_key: str | None = None
+    #: session_search may read every session in state.db (``session_search.scope: all``, or an
+    #: owner); otherwise only the sessions this chat may /resume, so that one person's agent
+    #: never quotes another person's conversations
+    recall_all: bool = False
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]

@@ -15,7 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._model import ChatOwner
 from ._fts import has_cjk, sanitize_fts5_query
+from ._ownership import owned_ids_sql
 from ._rows import escape_like as _escape_like
 
 
@@ -109,9 +111,16 @@ def filters(
     exclude_sources: Sequence[str] | None,
     role_filter: Sequence[str] | None,
     exclude_session_ids: Sequence[str] | None = None,
+    owner: ChatOwner | None = None,
 ) -> tuple[str, list[Any]]:
+    """The WHERE clauses (each starting with AND) of a search over ``messages m JOIN sessions s``;
+    ``owner`` keeps only the sessions that chat may resume."""
     sql = ""
     params: list[Any] = []
+    if owner is not None:
+        owned, owned_params = owned_ids_sql(owner)
+        sql += f" AND m.session_id IN ({owned})"
+        params.extend(owned_params)
     if source_filter:
         sql += f" AND s.source IN ({','.join('?' * len(source_filter))})"
         params.extend(source_filter)
