@@ -36,6 +36,9 @@ class AgentSettings:
     session_search_scope: str = "own"
     #: user ids ("123", or "telegram:123" for one platform's) whose session_search reads every session
     session_search_owners: frozenset[str] = frozenset()
+    #: names of the environment variables set for the daemon (its .env included), for the skills that
+    #: require some; None = the process environment
+    env_names: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1 or self.review_max_iterations < 1:

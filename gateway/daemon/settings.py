@@ -62,6 +62,8 @@ def agent_settings(config: LoadedConfig) -> AgentSettings:
         auto_title=a.auto_title,
         session_search_scope="all" if everything else "own",
         session_search_owners=frozenset(recall.owners),
+        # names only: a skill that requires a variable is shown when it is set here or in .env
+        env_names=frozenset(name for name, value in config.env.items() if value),
         toolsets={
             platform: ToolsetPolicy(frozenset(t.enabled) if t.enabled is not None else None, frozenset(t.disabled))
             for platform, t in a.toolsets.items()

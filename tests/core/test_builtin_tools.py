@@ -1,4 +1,4 @@
-"""The five built-in tools as the agent sees them: registered, schema-valid, dispatched, fuzz-proof."""
+"""The six built-in tools as the agent sees them: registered, schema-valid, dispatched, fuzz-proof."""
 
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ def _ctx(home: Path, store: StateStore) -> ToolContext:
                        session_key="agent:main:telegram:dm:42")
 
 
-def test_exactly_the_five_builtin_tools() -> None:
+def test_exactly_the_six_builtin_tools() -> None:
     assert sorted(t.name for t in builtin_tools()) == [
-        "memory", "session_search", "skill_manage", "skill_view", "skills_list"]
+        "memory", "session_search", "skill_manage", "skill_view", "skills_categories", "skills_list"]
     assert {t.name: t.toolset for t in MINE} == {
-        "memory": "memory", "session_search": "session_search",
+        "memory": "memory", "session_search": "session_search", "skills_categories": "skills",
         "skills_list": "skills", "skill_view": "skills", "skill_manage": "skills"}
 
 

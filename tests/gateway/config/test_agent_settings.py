@@ -1,4 +1,5 @@
-"""``session_search.scope`` and ``session_search.owners``: validated in config.yaml, carried to the agent."""
+"""From config to the agent's settings: ``session_search.scope`` and ``session_search.owners``
+(validated in config.yaml), and the environment variables skills may require."""
 
 from __future__ import annotations
 
@@ -14,8 +15,9 @@ from gateway.daemon.settings import agent_settings
 from ._files import make_home
 
 
-def _agent(tmp_path: Path, config: dict[str, Any]) -> AgentSettings:
-    return agent_settings(load_config(make_home(tmp_path, config=config), environ={}))
+def _agent(tmp_path: Path, config: dict[str, Any], dotenv: str | None = None,
+           environ: dict[str, str] | None = None) -> AgentSettings:
+    return agent_settings(load_config(make_home(tmp_path, config=config, dotenv=dotenv), environ=environ or {}))
 
 
 def test_recall_is_private_by_default(tmp_path: Path) -> None:
@@ -58,3 +60,10 @@ def test_a_wrong_value_refuses_to_start_and_names_the_key(tmp_path: Path, sectio
 def test_the_core_refuses_an_unknown_scope() -> None:
     with pytest.raises(ValueError, match=r"session_search\.scope"):
         AgentSettings(session_search_scope="everyone")
+
+
+def test_skills_see_the_variables_of_the_environment_and_of_dotenv_by_name(tmp_path: Path) -> None:
+    settings = _agent(tmp_path, {}, dotenv="GITHUB_TOKEN=ghp-not-a-real-one\nEMPTY=\n",
+                      environ={"FROM_ENVIRON": "1"})
+    assert settings.env_names == frozenset({"GITHUB_TOKEN", "FROM_ENVIRON"})
+    assert "ghp-not-a-real-one" not in repr(settings)
