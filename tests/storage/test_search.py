@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from storage import StateStore
+from storage import ChatOwner, StateStore, bindings
 
 T0 = 1_700_000_000.0
 
@@ -462,3 +462,25 @@ async def test_messages_around_default_window_is_10(store: StateStore) -> None:
     ids = [await store.append_message("s", "user", f"m{i}") for i in range(40)]
     page = await store.messages_around("s", ids[20])
     assert [m["id"] for m in page["messages"]] == ids[10:31]
+
+
+# ---------------------------------------------------------------- ownership
+
+
+async def test_an_owner_keeps_only_the_sessions_that_chat_may_resume(store: StateStore) -> None:
+    """The /resume rule (storage.ownership) as a search filter: the key's sessions; in the
+    terminal, also those of the same login."""
+    for sid, key, platform, user in (("a", "agent:main:telegram:dm:alice", "telegram", "alice"),
+                                     ("b", "agent:main:telegram:dm:bob", "telegram", "bob"),
+                                     ("t", "agent:main:cli:dm:t1", "cli", "me")):
+        await store.create_session(sid, platform, user_id=user, started_at=T0)
+        await store.append_message(sid, "user", f"zebra crossing in {sid}")
+        await store.write(lambda c, k=key, s=sid, p=platform, u=user: bindings.bind(
+            c, k, s, platform=p, chat_id=u, chat_type="dm", thread_id=None, user_id=u, now=T0))
+    alice = ChatOwner("agent:main:telegram:dm:alice", "telegram", "alice")
+    other_terminal = ChatOwner("agent:main:cli:dm:t2", "cli", "me")
+    assert {h["session_id"] for h in await store.search_messages("zebra", owner=alice)} == {"a"}
+    assert [h["session_id"] for h in await store.search_sessions("zebra", owner=alice)] == ["a"]
+    assert [r["id"] for r in await store.recent_sessions(owner=alice)] == ["a"]
+    assert [h["session_id"] for h in await store.search_sessions("zebr", owner=other_terminal)] == ["t"]
+    assert len(await store.search_messages("zebra")) == 3  # no owner: every session
