@@ -22,7 +22,7 @@ from .llm import ChatResult, ModelClient, ModelSettings, Usage
 from .memory import MemoryLimitError, MemorySnapshot, MemoryStore, MemoryStoreError, MemoryUpdate
 from .prompt import apply_prompt_caching, build_system_prompt
 from .runtime import AgentRuntime
-from .skills import SkillError, SkillMeta, SkillNotFoundError, SkillStore
+from .skills import SkillError, SkillMeta, SkillNeeds, SkillNotFoundError, SkillStore
 
 __all__ = [
     "Agent",
@@ -52,6 +52,7 @@ __all__ = [
     "QuestionOp",
     "SkillError",
     "SkillMeta",
+    "SkillNeeds",
     "SkillNotFoundError",
     "SkillStore",
     "TurnRequest",

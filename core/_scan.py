@@ -1,9 +1,15 @@
-"""A basic scan for credentials in text the agent wants to store.
+"""A basic scan of text the agent wants to store: credentials, and (for skills) shell injection.
 
 Memory entries and skills end up in every future prompt and on disk in plain
 text, so obvious secrets are refused before they are written. This is a net for
 accidents (a pasted .env, a key in an example), not a guarantee. The reasons it
 returns name the kind of secret and the line, never the secret itself.
+
+Skills are also instructions a later agent follows, so a skill may not teach it
+to run code nobody has seen: a download piped into a shell or interpreter
+(``curl ... | sh``, ``bash -c "$(curl ...)"``), or ``eval`` of input (a
+variable, an argument, ``input()``). ``eval "$(ssh-agent -s)"``, the usual
+shell idiom, evaluates a known program's output and passes.
 """
 
 from __future__ import annotations
@@ -54,4 +60,26 @@ def find_credential(text: str) -> str | None:
         for m in pattern.finditer(text):
             if _looks_random(m.group("value")):
                 return f"{kind} (line {text.count(chr(10), 0, m.start()) + 1})"
+    return None
+
+
+_DOWNLOAD = r"(?:curl|wget|fetch|iwr|irm|Invoke-WebRequest|Invoke-RestMethod)"
+_RUNNER = r"(?:sudo\s+(?:-\S+\s+)*)?(?:(?:ba|z|da|k|fi|tc)?sh|python[0-9.]*|perl|ruby|node|php|iex|Invoke-Expression)"
+_INJECTION: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("a download piped into a shell", re.compile(rf"(?i)\b{_DOWNLOAD}\b[^\n|]*\|\s*{_RUNNER}\b")),
+    ("a download run by a shell",
+     re.compile(rf"(?i)(?:\b(?:(?:ba|z|da|k)?sh|source)|(?:^|(?<=\s))\.)\s+(?:-c\s+)?[\"']?(?:\$\(|<\()\s*{_DOWNLOAD}\b")),
+    ("eval of a download", re.compile(rf"(?i)\beval\s+[\"']?(?:\$\(|`)\s*{_DOWNLOAD}\b")),
+    ("eval of input", re.compile(r"\beval\s+[\"']?\$(?:\{?[A-Za-z_][A-Za-z0-9_]*|\{?[0-9@*])")),
+    ("eval of input", re.compile(r"\b(?:eval|exec)\s*\(\s*(?:input|raw_input|sys\.argv|sys\.stdin|os\.environ|"
+                                 r"os\.getenv|request\b|req\.)")),
+)
+
+
+def find_shell_injection(text: str) -> str | None:
+    """A sentence naming the first shell-injection pattern in ``text`` and its line, or None."""
+    for kind, pattern in _INJECTION:
+        m = pattern.search(text)
+        if m is not None:
+            return f"{kind} (line {text.count(chr(10), 0, m.start()) + 1})"
     return None

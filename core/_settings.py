@@ -39,6 +39,13 @@ class AgentSettings:
     auto_title: bool = True
     #: platform -> which toolsets it may use (missing = all)
     toolsets: Mapping[str, ToolsetPolicy] = field(default_factory=dict)
+    #: what session_search reads: "own" = the sessions the asking chat may /resume, "all" = every session
+    session_search_scope: str = "own"
+    #: user ids ("123", or "telegram:123" for one platform's) whose session_search reads every session
+    session_search_owners: frozenset[str] = frozenset()
+    #: names of the environment variables set for the daemon (its .env included), for the skills that
+    #: require some; None = the process environment
+    env_names: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         if self.max_iterations < 1 or self.review_max_iterations < 1:
@@ -47,9 +54,18 @@ class AgentSettings:
             raise ValueError("agent.compression_threshold must be in (0, 1]")
         if self.context_length < 1024:
             raise ValueError("model.context_length must be at least 1024 tokens")
+        if self.session_search_scope not in ("own", "all"):
+            raise ValueError("session_search.scope must be 'own' or 'all'")
 
     def policy(self, platform: str) -> ToolsetPolicy:
         return self.toolsets.get(platform, ToolsetPolicy())
+
+    def recalls_everything(self, platform: str, user_id: str | None) -> bool:
+        """Whether this user's session_search reads every session, not only their chat's."""
+        if self.session_search_scope == "all":
+            return True
+        owners = self.session_search_owners
+        return user_id is not None and (user_id in owners or f"{platform}:{user_id}" in owners)
 
     @property
     def compression_at(self) -> int:

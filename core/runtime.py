@@ -21,6 +21,7 @@ from storage.errors import SessionNotFoundError
 from ._background import BackgroundTasks
 from ._loop import ToolLoop, repair_history
 from ._settings import AgentSettings
+from ._skill_needs import SkillNeeds
 from .agent import HermesAgent, TurnRequest
 from .compression import (
     CompressOutcome,
@@ -55,8 +56,9 @@ FLUSH_MAX_ITERATIONS = 3
 REVIEW_TOOLS = ("memory", "skills_list", "skill_view", "skill_manage")
 
 
-def _snapshot_sections(home: Path) -> tuple[str, str, list[SkillEntry]]:
-    """Frozen memory text and the skills index, read from disk now (empty when unavailable)."""
+def _snapshot_sections(home: Path, needs: SkillNeeds) -> tuple[str, str, list[SkillEntry]]:
+    """Frozen memory text and the index of the skills ``needs`` meets, read from disk now (empty when
+    unavailable)."""
     memory = user = ""
     skills: list[SkillEntry] = []
     try:
@@ -71,7 +73,7 @@ def _snapshot_sections(home: Path) -> tuple[str, str, list[SkillEntry]]:
     try:
         from .skills import SkillStore
 
-        skills = [SkillEntry(s.name, s.description) for s in SkillStore(home).index()]
+        skills = [SkillEntry(s.name, s.description) for s in SkillStore(home, needs).index()]
     except ImportError:
         pass
     except Exception:
@@ -113,12 +115,18 @@ class AgentRuntime:
     def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
                      session_key: str | None = None) -> ToolContext:
         return ToolContext(session_id=session_id, platform=platform, home=self.home, store=self.store,
-                           user_id=user_id, session_key=session_key)
+                           user_id=user_id, session_key=session_key,
+                           recall_all=self.settings.recalls_everything(platform, user_id),
+                           toolsets=self.tools_for(platform).toolsets, env_names=self.settings.env_names)
+
+    def skill_needs(self, platform: str) -> SkillNeeds:
+        """What this platform's agent has, for the skills that require toolsets or variables."""
+        return SkillNeeds(self.tools_for(platform).toolsets, self.settings.env_names)
 
     async def build_prompt(self, platform: str, chat_type: str, *, shared: bool = False,
                            user_name: str | None = None) -> str:
         # Reading memory files and walking skills/** (YAML included) is disk work: off the event loop.
-        memory, user, skills = await asyncio.to_thread(_snapshot_sections, self.home)
+        memory, user, skills = await asyncio.to_thread(_snapshot_sections, self.home, self.skill_needs(platform))
         ctx = PromptContext(platform, chat_type, shared, user_name, memory=memory, user_profile=user,
                             skills=tuple(skills), tool_names=frozenset(self.tools_for(platform).names))
         return build_system_prompt(ctx)

@@ -9,8 +9,9 @@ The model edits skills through ``skill_manage``, so everything here treats
 names, paths and contents as untrusted: file paths are confined to the four
 supporting folders of one skill (no absolute paths, no ``..``, no symlinks on
 the way), writes are atomic and bounded to 100k characters, and a basic scan
-refuses content that carries obvious credentials. Every refusal is a
-``SkillError`` whose message tells the model what to do instead.
+refuses content that carries obvious credentials or shell injection (a download
+piped into a shell, ``eval`` of input). Every refusal is a ``SkillError`` whose
+message tells the model what to do instead.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ import yaml
 from storage.errors import GatewayError
 
 from ._files import atomic_write_text, folder_lock, read_text
-from ._scan import find_credential
+from ._scan import find_credential, find_shell_injection
+from ._skill_needs import SkillNeeds as SkillNeeds  # re-exported: the tools and the runtime build it
 
 log = structlog.get_logger(__name__)
 
@@ -106,6 +108,12 @@ def _check_text(text: object, what: str) -> str:
             f"Refused: {what} looks like it contains {found}. Never store secrets in skills; refer to an "
             "environment variable or a secret store by name instead."
         )
+    injection = find_shell_injection(text)
+    if injection is not None:
+        raise SkillError(
+            f"Refused: {what} contains {injection}. A skill must not run code it has not seen: download to a "
+            "file, inspect it, then run it; pass input as arguments, never through eval."
+        )
     return text
 
 
@@ -134,24 +142,41 @@ def _platform_ok(meta: dict[str, Any]) -> bool:
 
 
 class SkillStore:
-    """The skills of one ``$HERMES_HOME``."""
+    """The skills of one ``$HERMES_HOME``, as one chat's agent sees them.
 
-    def __init__(self, home: Path) -> None:
+    ``needs`` says what that agent has; the skills it cannot follow (a toolset
+    or an environment variable their frontmatter requires is missing) are left
+    out of ``index`` and ``categories`` and refused by ``view``. Writes see
+    every skill, so a hidden one is never overwritten by a namesake.
+    """
+
+    def __init__(self, home: Path, needs: SkillNeeds | None = None) -> None:
         self.root = Path(home) / "skills"
+        self.needs = needs or SkillNeeds()
 
     # ------------------------------------------------------------------ read
 
     def index(self, category: str | None = None) -> list[SkillMeta]:
         """Every usable skill's metadata, sorted by name; ``category`` keeps one subtree."""
-        metas = [meta for meta, _ in self._skills().values()]
+        metas = [meta for meta, front in self._skills().values() if not self.needs.unmet(front)]
         if category:
             prefix = category.strip("/")
             metas = [m for m in metas if m.category == prefix or (m.category or "").startswith(prefix + "/")]
         return sorted(metas, key=lambda m: m.name)
 
+    def categories(self) -> dict[str | None, int]:
+        """Category -> how many usable skills it holds (None: skills outside any category), sorted."""
+        counts: dict[str | None, int] = {}
+        for meta in self.index():
+            counts[meta.category] = counts.get(meta.category, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (kv[0] is None, kv[0] or "")))
+
     def view(self, name: str, file_path: str | None = None) -> str:
         """SKILL.md, or one file inside the skill's supporting folders."""
         meta = self._get(name)
+        missing = self.needs.unmet(self._skills()[meta.name][1])
+        if missing:
+            raise SkillError(f"Skill {meta.name!r} cannot be used here: it needs {' and '.join(missing)}.")
         path = meta.path if file_path in (None, "", SKILL_FILE) else self._confine(meta.path.parent, file_path)
         if meta.path.is_symlink() or not path.is_file():
             raise SkillError(f"Skill {meta.name!r} has no file {file_path!r}. Files: {self.files(name) or 'none'}.")
@@ -208,8 +233,10 @@ class SkillStore:
         log.info("skills.edited", skill=meta.name)
         return meta.path
 
-    def patch(self, name: str, old_string: str, new_string: str, file_path: str | None = None) -> Path:
-        """Replace the one exact occurrence of ``old_string`` in SKILL.md or a supporting file."""
+    def patch(self, name: str, old_string: str, new_string: str, file_path: str | None = None,
+              replace_all: bool = False) -> Path:
+        """Replace the one exact occurrence of ``old_string`` (every one with ``replace_all``)
+        in SKILL.md or a supporting file."""
         if not isinstance(old_string, str) or not old_string:
             raise SkillError("old_string is required: the exact text to replace, copied from skill_view.")
         if not isinstance(new_string, str):
@@ -226,10 +253,11 @@ class SkillStore:
             if count == 0:
                 raise SkillError("old_string was not found. It must match the file exactly (whitespace and "
                                  "line breaks included); view the skill and copy the text.")
-            if count > 1:
+            if count > 1 and not replace_all:
                 raise SkillError(f"old_string appears {count} times; include more surrounding text so it "
-                                 "matches exactly once.")
-            updated = _check_text(text.replace(old_string, new_string, 1), "the patched file")
+                                 "matches exactly once, or set replace_all to change every occurrence.")
+            updated = _check_text(text.replace(old_string, new_string, -1 if replace_all else 1),
+                                  "the patched file")
             if target == meta.path:
                 _check_skill_md(meta.name, updated)
             atomic_write_text(target, updated)

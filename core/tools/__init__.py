@@ -20,7 +20,7 @@ _BUILTIN_SOURCES = (
 
 
 def builtin_tools() -> list[Tool]:
-    """memory, session_search, skills_list, skill_view, skill_manage."""
+    """memory, session_search, skills_categories, skills_list, skill_view, skill_manage."""
     tools: list[Tool] = []
     for module_name, attribute in _BUILTIN_SOURCES:
         try:

@@ -71,3 +71,14 @@ class Args:
         if not minimum <= value <= maximum:
             raise ToolError(f"'{key}' must be between {minimum} and {maximum}; got {value}.")
         return value
+
+    def boolean(self, key: str, *, default: bool) -> bool:
+        value = self._args.get(key)
+        if value is None:
+            return default
+        # Models sometimes send booleans as strings.
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        if not isinstance(value, bool):
+            raise ToolError(f"'{key}' must be true or false, got {type(value).__name__}.")
+        return value

@@ -34,6 +34,15 @@ class ToolContext:
     user_id: str | None = None
     #: the key of the chat the turn came from
     session_key: str | None = None
+    #: session_search may read every session in state.db (``session_search.scope: all``, or an
+    #: owner); otherwise only the sessions this chat may /resume, so that one person's agent
+    #: never quotes another person's conversations
+    recall_all: bool = False
+    #: the toolsets of this chat's tools; a skill requiring another is hidden (None: not checked)
+    toolsets: frozenset[str] | None = None
+    #: names of the environment variables set for the daemon, .env included; a skill requiring
+    #: another is hidden (None: the process environment)
+    env_names: frozenset[str] | None = None
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]

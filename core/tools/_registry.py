@@ -73,6 +73,11 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    @property
+    def toolsets(self) -> frozenset[str]:
+        """The toolsets the registered tools belong to."""
+        return frozenset(t.toolset for t in self._tools.values())
+
     def __len__(self) -> int:
         return len(self._tools)
 

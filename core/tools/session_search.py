@@ -14,6 +14,13 @@ describes:
 The current session and its lineage (the sessions it was compressed from or
 into) are left out of discovery and browse: their content is already in the
 model's context, and a hit there would only crowd out real recall.
+
+Recall is private: every shape reads only the sessions the asking chat may
+``/resume`` (the same rule, ``storage.ownership``: the sessions that lived in
+this chat, as this person where the chat keeps a session per person; in the
+terminal, those of the same login), so in a gateway with several users one
+person's agent never quotes another's DMs. ``ToolContext.recall_all`` (a
+single-user setup, an owner) lifts it.
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from storage import StateStore
-from storage.errors import StorageError
+from storage import ChatOwner, StateStore, ownership
+from storage.errors import AmbiguousSessionError, SessionNotFoundError, StorageError
 
 from ._args import Args
 from ._base import Tool, ToolContext, ToolError
@@ -43,11 +50,12 @@ _CONTENT_BUDGET = 40_000
 _MIN_SHARE, _MAX_SHARE = 300, 8_000
 
 _DESCRIPTION = (
-    "Search and read your past conversations (all sessions in state.db; full-text FTS5). Use it when the user "
+    "Search and read your past conversations (full-text FTS5). Use it when the user "
     "refers to something from an earlier conversation ('we did this before', 'last time', 'as I mentioned') or "
     "when prior context probably exists, before asking them to repeat themselves. Three shapes, chosen by the "
     "arguments you set: "
-    "(1) discovery: query (FTS5 syntax: words are ANDed, \"exact phrase\", OR, NOT, prefix*) -> the top "
+    "(1) discovery: query (FTS5 syntax: words are ANDed, \"exact phrase\", OR, NOT, prefix*; a term of 3+ "
+    "characters that is no whole word matches inside words, e.g. netw) -> the top "
     "sessions with a snippet, bookend_start/bookend_end (first and last user/assistant messages: the goal and "
     "the outcome) and the messages around the match (anchor flagged, match_message_id); "
     "(2) scroll: session_id + around_message_id (+ window, default 10) -> the messages around that id; pass "
@@ -125,6 +133,28 @@ def _roles(text: str | None) -> list[str]:
     return list(dict.fromkeys(roles))
 
 
+def _owner(ctx: ToolContext) -> ChatOwner | None:
+    """The chat whose sessions this call may read; None when it may read every session."""
+    if ctx.recall_all:
+        return None
+    return ChatOwner(ctx.session_key or "", ctx.platform, ctx.user_id)
+
+
+async def _resolve(store: StateStore, owner: ChatOwner | None, id_or_prefix: str) -> str:
+    """A session id from an id or unique prefix, among the sessions this call may read."""
+    if owner is None:
+        return await store.resolve_session_id(id_or_prefix)
+    ids = await store.read(lambda c: ownership.owned_ids_by_prefix(c, owner, id_or_prefix, limit=11))
+    if id_or_prefix in ids:
+        return id_or_prefix
+    if not ids:
+        # The same words whether the session exists elsewhere or not at all.
+        raise SessionNotFoundError(f"No session of this conversation's starts with '{id_or_prefix}'.")
+    if len(ids) > 1:
+        raise AmbiguousSessionError(id_or_prefix, ids)
+    return ids[0]
+
+
 async def _own_lineage(store: StateStore, session_id: str) -> set[str]:
     """The current session and every session of its lineage (root and all its descendants)."""
     ancestors = await store.lineage_ancestors(session_id)
@@ -139,7 +169,7 @@ async def _discovery(store: StateStore, ctx: ToolContext, query: str, limit: int
     excluded = await _own_lineage(store, ctx.session_id)
     hits = await store.search_sessions(
         query, limit=limit, role_filter=roles, exclude_session_ids=sorted(excluded), sort=sort,
-        window=_DISCOVERY_WINDOW,
+        window=_DISCOVERY_WINDOW, owner=_owner(ctx),
     )
     total = sum(len(h["bookend_start"]) + len(h["messages"]) + len(h["bookend_end"]) for h in hits)
     share = _share(total, 2_000)
@@ -167,9 +197,10 @@ async def _discovery(store: StateStore, ctx: ToolContext, query: str, limit: int
     return out
 
 
-async def _scroll(store: StateStore, session_id: str, around: int, window: int) -> dict[str, Any]:
+async def _scroll(store: StateStore, ctx: ToolContext, session_id: str, around: int,
+                  window: int) -> dict[str, Any]:
     try:
-        resolved = await store.resolve_session_id(session_id.strip())
+        resolved = await _resolve(store, _owner(ctx), session_id.strip())
     except StorageError as exc:
         raise ToolError(f"{exc} Use an id from a discovery or browse result.") from exc
     page = await store.messages_around(resolved, around, window)
@@ -190,7 +221,7 @@ async def _scroll(store: StateStore, session_id: str, around: int, window: int) 
 
 async def _browse(store: StateStore, ctx: ToolContext, limit: int, sort: str | None) -> dict[str, Any]:
     excluded = await _own_lineage(store, ctx.session_id)
-    rows = await store.recent_sessions(limit=(limit + len(excluded)) * 3)
+    rows = await store.recent_sessions(limit=(limit + len(excluded)) * 3, owner=_owner(ctx))
     roots_seen: set[str] = set()
     sessions: list[dict[str, Any]] = []
     for row in rows:
@@ -236,7 +267,7 @@ async def _session_search(args: Mapping[str, Any], ctx: ToolContext) -> str:
                 raise ToolError("Scrolling needs both session_id and around_message_id (from a discovery result).")
             window = a.integer("window", default=_SCROLL_WINDOW, minimum=0, maximum=_MAX_WINDOW)
             assert window is not None
-            result = await _scroll(store, session_id, around, window)
+            result = await _scroll(store, ctx, session_id, around, window)
         elif query is not None and query.strip():
             limit = a.integer("limit", default=_DISCOVERY_LIMIT, minimum=1, maximum=_MAX_LIMIT)
             assert limit is not None

@@ -1,7 +1,11 @@
-"""The skill tools: ``skills_list`` (metadata), ``skill_view`` (one skill or file), ``skill_manage`` (writes).
+"""The skill tools: ``skills_categories``, ``skills_list`` (metadata), ``skill_view`` (one skill or
+file), ``skill_manage`` (writes).
 
-Progressive disclosure: the list costs a line per skill, a skill's body is
-loaded only when the model asks for it, supporting files one at a time.
+Progressive disclosure (memory-architecture.md): the categories cost a line per
+category, the list a line per skill, a skill's body is loaded only when the
+model asks for it, supporting files one at a time. Every tool sees the skills
+as this chat's agent can follow them (``SkillNeeds``: its toolsets, the
+environment variables set).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..skills import ALLOWED_SUBDIRS, MAX_SKILL_CHARS, SKILL_FILE, SkillError, SkillStore
+from ..skills import ALLOWED_SUBDIRS, MAX_SKILL_CHARS, SKILL_FILE, SkillError, SkillNeeds, SkillStore
 from ._args import Args
 from ._base import Tool, ToolContext, ToolError
 
@@ -41,12 +45,42 @@ async def _run(func: Any, *args: Any) -> Any:
         raise ToolError(f"The skill files could not be read or written: {exc.strerror or exc}.") from exc
 
 
+def _store(ctx: ToolContext) -> SkillStore:
+    return SkillStore(ctx.home, SkillNeeds(ctx.toolsets, ctx.env_names))
+
+
+# ------------------------------------------------------------- skills_categories
+
+
+async def _skills_categories(args: Mapping[str, Any], ctx: ToolContext) -> str:
+    counts: dict[str | None, int] = await _run(_store(ctx).categories)
+    return _json(
+        {
+            "categories": [{"category": c, "skills": n} for c, n in counts.items() if c is not None],
+            "uncategorized": counts.get(None, 0),
+            "hint": "List one category's skills with skills_list(category=...)." if counts else
+            "No skills yet. After a complex task that may recur, offer to save it with skill_manage.",
+        }
+    )
+
+
+SKILLS_CATEGORIES_TOOL = Tool(
+    name="skills_categories",
+    description="The categories of your saved skills (reusable procedures) with how many skills each holds: "
+    "the cheapest look at what you know how to do. Then skills_list(category) for names and descriptions, "
+    "skill_view(name) for one skill.",
+    parameters={"type": "object", "properties": {}, "additionalProperties": False},
+    handler=_skills_categories,
+    toolset="skills",
+)
+
+
 # ------------------------------------------------------------------ skills_list
 
 
 async def _skills_list(args: Mapping[str, Any], ctx: ToolContext) -> str:
     category = Args(args).text("category", max_chars=200)
-    metas = await _run(SkillStore(ctx.home).index, category or None)
+    metas = await _run(_store(ctx).index, category or None)
     return _json(
         {
             "skills": [{"name": m.name, "description": m.description, "category": m.category} for m in metas],
@@ -78,7 +112,7 @@ async def _skill_view(args: Mapping[str, Any], ctx: ToolContext) -> str:
     a = Args(args)
     name = a.required_text("name", max_chars=200)
     file_path = a.text("file_path", max_chars=1000)
-    store = SkillStore(ctx.home)
+    store = _store(ctx)
     content = await _run(store.view, name, file_path)
     result: dict[str, Any] = {"name": name, "file": file_path or SKILL_FILE, "content": content}
     if file_path in (None, "", SKILL_FILE):
@@ -115,7 +149,7 @@ async def _skill_manage(args: Mapping[str, Any], ctx: ToolContext) -> str:
     a = Args(args)
     action = a.choice("action", _ACTIONS, required=True)
     name = a.required_text("name", max_chars=200)
-    store = SkillStore(ctx.home)
+    store = _store(ctx)
     limit = MAX_SKILL_CHARS + 1  # let the store give the size message
     if action == "create":
         path = await _run(store.create, name, a.required_text("content", max_chars=limit),
@@ -126,7 +160,8 @@ async def _skill_manage(args: Mapping[str, Any], ctx: ToolContext) -> str:
         message = f"SKILL.md of {name!r} rewritten."
     elif action == "patch":
         path = await _run(store.patch, name, a.required_text("old_string", max_chars=limit),
-                          a.required_text("new_string", max_chars=limit), a.text("file_path", max_chars=1000))
+                          a.required_text("new_string", max_chars=limit), a.text("file_path", max_chars=1000),
+                          a.boolean("replace_all", default=False))
         message = f"Patched {_relative(path, ctx)}."
     elif action == "delete":
         path = await _run(store.delete, name)
@@ -150,8 +185,8 @@ SKILL_MANAGE_TOOL = Tool(
         "skill when it turned out wrong or incomplete. Actions: "
         "'create' (name, content = full SKILL.md starting with YAML frontmatter holding name and description, "
         "optional category folder); "
-        "'patch' (old_string = exact text that occurs exactly once, new_string; optional file_path) - preferred "
-        "for small fixes; "
+        "'patch' (old_string = exact text that occurs exactly once unless replace_all, new_string; optional "
+        "file_path) - preferred for small fixes; "
         "'edit' (content = the whole new SKILL.md); "
         "'delete' (removes the whole skill); "
         f"'write_file' (file_path under {_SUBDIRS}, file_content); "
@@ -167,6 +202,7 @@ SKILL_MANAGE_TOOL = Tool(
             "category": {"type": "string", "description": "Optional category folder for create, e.g. 'devops'."},
             "old_string": {"type": "string", "description": "patch: exact text to replace; must be unique."},
             "new_string": {"type": "string", "description": "patch: replacement text (may be empty)."},
+            "replace_all": {"type": "boolean", "description": "patch: replace every occurrence of old_string."},
             "file_path": {
                 "type": "string",
                 "description": f"write_file / remove_file / patch: a path under {_SUBDIRS} of the skill.",
@@ -180,4 +216,4 @@ SKILL_MANAGE_TOOL = Tool(
     toolset="skills",
 )
 
-SKILL_TOOLS: list[Tool] = [SKILLS_LIST_TOOL, SKILL_VIEW_TOOL, SKILL_MANAGE_TOOL]
+SKILL_TOOLS: list[Tool] = [SKILLS_CATEGORIES_TOOL, SKILLS_LIST_TOOL, SKILL_VIEW_TOOL, SKILL_MANAGE_TOOL]

@@ -26,6 +26,7 @@ __all__ = [
     "ModelConfig",
     "PlatformsConfig",
     "SessionResetConfig",
+    "SessionSearchConfig",
     "SessionsConfig",
     "Settings",
     "StorageConfig",
@@ -78,6 +79,18 @@ class SessionsConfig(_Section):
     #: how long a /handoff may wait to be picked up (claimed) before it is failed; once
     #: claimed it runs to completion or to its own failure (thread, send, the agent's turn)
     handoff_timeout_seconds: float = Field(default=300.0, gt=0)
+
+
+class SessionSearchConfig(_Section):
+    """``session_search``: which past sessions the agent's recall reads."""
+
+    #: own: only the sessions the asking chat may /resume (everything when
+    #: sessions.allow_cross_user_resume is on: the same rule); all: every session (one user)
+    scope: Literal["own", "all"] = "own"
+    #: user ids ("123", or "telegram:123" for one platform's) whose recall reads every session
+    owners: list[str] = Field(default_factory=list)
+
+    _split = field_validator("owners", mode="before")(id_list)
 
 
 class StorageConfig(_Section):
@@ -165,6 +178,7 @@ class Settings(_Section):
     auth: AuthConfig = Field(default_factory=AuthConfig)
     session_reset: SessionResetConfig = Field(default_factory=SessionResetConfig)
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    session_search: SessionSearchConfig = Field(default_factory=SessionSearchConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)

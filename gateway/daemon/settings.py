@@ -51,6 +51,9 @@ def model_settings(config: LoadedConfig) -> ModelSettings:
 
 def agent_settings(config: LoadedConfig) -> AgentSettings:
     a = config.settings.agent
+    recall = config.settings.session_search
+    # Recall follows /resume: where any chat may resume any session, hiding them from search protects nothing.
+    everything = recall.scope == "all" or config.settings.sessions.allow_cross_user_resume
     return AgentSettings(
         max_iterations=a.max_iterations,
         context_length=config.settings.model.context_length,
@@ -60,6 +63,10 @@ def agent_settings(config: LoadedConfig) -> AgentSettings:
         skill_nudge_interval=a.skill_nudge_interval,
         review_max_iterations=a.review_max_iterations,
         auto_title=a.auto_title,
+        session_search_scope="all" if everything else "own",
+        session_search_owners=frozenset(recall.owners),
+        # names only: a skill that requires a variable is shown when it is set here or in .env
+        env_names=frozenset(name for name, value in config.env.items() if value),
         toolsets={
             platform: ToolsetPolicy(frozenset(t.enabled) if t.enabled is not None else None, frozenset(t.disabled))
             for platform, t in a.toolsets.items()

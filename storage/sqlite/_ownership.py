@@ -15,19 +15,29 @@ from typing import Any
 from .._model import ChatOwner, SessionTitle
 from ._rows import escape_like
 
-_OWNED_SQL = """
+# The one rule, written once: named parameters for the lookups here, positional ones
+# for the searches that filter on it next to their own "?" parameters.
+_OWNED_TEMPLATE = """
     SELECT s.id, s.started_at FROM gateway_session_bindings b JOIN sessions s ON s.id = b.session_id
-    WHERE b.session_key = :key
+    WHERE b.session_key = {key}
     UNION
     SELECT s.id, s.started_at FROM gateway_session_bindings b JOIN sessions s ON s.id = b.session_id
-    WHERE :platform = 'cli' AND b.platform = 'cli' AND b.user_id = :user
+    WHERE {platform} = 'cli' AND b.platform = 'cli' AND b.user_id = {user}
     UNION
-    SELECT id, started_at FROM sessions WHERE :platform = 'cli' AND source = 'cli' AND user_id = :user
+    SELECT id, started_at FROM sessions WHERE {platform} = 'cli' AND source = 'cli' AND user_id = {user}
 """
+_OWNED_SQL = _OWNED_TEMPLATE.format(key=":key", platform=":platform", user=":user")
+_OWNED_POSITIONAL = "SELECT id FROM (" + _OWNED_TEMPLATE.format(key="?", platform="?", user="?") + ")"
 
 
 def _params(chat: ChatOwner) -> dict[str, Any]:
     return {"key": chat.session_key, "platform": chat.platform, "user": chat.user_id}
+
+
+def owned_ids_sql(chat: ChatOwner) -> tuple[str, list[Any]]:
+    """A subquery of the chat's session ids and its positional parameters, for a query that keeps
+    only the chat's sessions (``... AND m.session_id IN (<sql>)``)."""
+    return _OWNED_POSITIONAL, [chat.session_key, chat.platform, chat.user_id, chat.platform, chat.user_id]
 
 
 def owned_ids(conn: sqlite3.Connection, chat: ChatOwner, *, limit: int) -> list[str]:

@@ -13,8 +13,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .._model import ChatOwner
 from .._text import split_lineage_title
 from ..errors import AmbiguousSessionError, SessionNotFoundError
+from ._ownership import owned_ids_sql
 from ._rows import escape_like as _escape_like
 from ._rows import row_dict as _row_dict
 
@@ -155,10 +157,16 @@ def recent_sessions(
     source: str | None = None,
     user_id: str | None = None,
     session_ids: Sequence[str] | None = None,
+    owner: ChatOwner | None = None,
 ) -> list[dict[str, Any]]:
-    """Newest first, each with a 63-char preview of its first user message and last_active."""
+    """Newest first, each with a 63-char preview of its first user message and last_active;
+    ``owner`` keeps only the sessions that chat may resume."""
     where: list[str] = []
     params: list[Any] = []
+    if owner is not None:
+        owned, owned_params = owned_ids_sql(owner)
+        where.append(f"s.id IN ({owned})")
+        params.extend(owned_params)
     if source:
         where.append("s.source = ?")
         params.append(source)

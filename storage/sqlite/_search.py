@@ -7,9 +7,10 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from .._model import ChatOwner
 from ._queries import lineage_ancestors
 from ._rows import row_dict as _row_dict
-from ._search_plan import Plan, filters, fts_plan, like_snippet
+from ._search_plan import WORD_TABLE, Plan, filters, fts_plan, like_snippet, substring_plan
 
 CONTEXT_CHARS = 200
 
@@ -31,6 +32,19 @@ def _neighbour(conn: sqlite3.Connection, session_id: str, message_id: int, befor
     return {"id": row["id"], "role": row["role"], "content": _short(row["content"])}
 
 
+def _plan(conn: sqlite3.Connection, query: str) -> Plan | None:
+    """How to run ``query``: the word index, or the trigram index for a term that is part of a word."""
+    plan = fts_plan(query)
+    if plan is None:
+        return None
+
+    def has_word_hits(token: str) -> bool:
+        sql = f"SELECT 1 FROM {WORD_TABLE} WHERE {WORD_TABLE} MATCH ? LIMIT 1"
+        return conn.execute(sql, (token,)).fetchone() is not None
+
+    return substring_plan(plan, has_word_hits)
+
+
 def search_messages(
     conn: sqlite3.Connection,
     query: str,
@@ -40,12 +54,14 @@ def search_messages(
     role_filter: Sequence[str] | None = None,
     limit: int = 20,
     offset: int = 0,
+    owner: ChatOwner | None = None,
 ) -> list[dict[str, Any]]:
-    """Full-text search with FTS5 syntax; user text is sanitized first."""
-    plan = fts_plan(query)
+    """Full-text search with FTS5 syntax; user text is sanitized first. A term of three
+    characters or more that is no whole word anywhere matches as a substring (``netw``)."""
+    plan = _plan(conn, query)
     if plan is None:
         return []
-    where, params = filters(source_filter, exclude_sources, role_filter)
+    where, params = filters(source_filter, exclude_sources, role_filter, owner=owner)
     cols = "m.id, m.session_id, m.role, m.timestamp, s.source, s.model, s.started_at AS session_started"
     if plan.table is None:
         rows = conn.execute(
@@ -149,13 +165,15 @@ def search_sessions(
     exclude_session_ids: Sequence[str] | None = None,
     sort: str | None = None,
     window: int = 5,
+    owner: ChatOwner | None = None,
 ) -> list[dict[str, Any]]:
     """Discovery: the top sessions for a query, one per lineage, each with its
-    opening and closing messages and a window around the best hit."""
-    plan = fts_plan(query)
+    opening and closing messages and a window around the best hit; ``owner``
+    keeps only the sessions that chat may resume."""
+    plan = _plan(conn, query)
     if plan is None:
         return []
-    where, params = filters(source_filter, None, role_filter, exclude_session_ids)
+    where, params = filters(source_filter, None, role_filter, exclude_session_ids, owner)
     order = {"newest": "started_at DESC, rank, id DESC", "oldest": "started_at ASC, rank, id DESC"}.get(
         sort or "", "rank, id DESC"
     )

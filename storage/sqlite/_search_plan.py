@@ -1,13 +1,23 @@
-"""How a search runs: an FTS5 table and its query, or a LIKE scan, plus the filters."""
+"""How a search runs: an FTS5 table and its query, or a LIKE scan, plus the filters.
+
+Three ways to match, from the cheapest: the word index (``messages_fts``,
+whole words and ``prefix*``), the trigram index (``messages_fts_trigram``,
+any substring of three or more characters: CJK text, which has no spaces
+between words, and a word's middle or start the way a person types it,
+``netw`` for "networking"), and a LIKE scan for the one- and two-character
+CJK terms no index serves.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._model import ChatOwner
 from ._fts import has_cjk, sanitize_fts5_query
+from ._ownership import owned_ids_sql
 from ._rows import escape_like as _escape_like
 
 
@@ -22,6 +32,8 @@ class Plan:
     like_params: tuple[str, ...] = ()
     first_term: str = ""
 
+
+WORD_TABLE, TRIGRAM_TABLE = "messages_fts", "messages_fts_trigram"
 
 _PLAN_TOKEN = re.compile(r'"(?P<term>[^"]*)"(?P<prefix>\*?)|(?P<op>AND|OR|NOT)')
 
@@ -55,14 +67,43 @@ def fts_plan(query: str) -> Plan | None:
     if not cleaned:
         return None
     if not has_cjk(query):
-        return Plan("messages_fts", cleaned)
+        return Plan(WORD_TABLE, cleaned)
     # The default tokenizer cannot split CJK text into words; the trigram
     # index finds any substring of three or more characters. Shorter CJK
     # terms match nothing there, so such queries scan with LIKE instead.
     terms = [m.group("term") for m in _PLAN_TOKEN.finditer(cleaned) if m.group("term") is not None]
     if any(len(t) < 3 for t in terms):
         return like_plan(cleaned)
-    return Plan("messages_fts_trigram", cleaned)
+    return Plan(TRIGRAM_TABLE, cleaned)
+
+
+def substring_plan(plan: Plan, has_word_hits: Callable[[str], bool]) -> Plan:
+    """The trigram plan for a word-index query that has a term the word index does not know.
+
+    ``netw`` is no word of "networking", so the word index finds nothing for it,
+    but the trigram index finds every text containing it. Each term that must
+    match (not one after NOT: a missing word excluded nothing) is probed in the
+    word index; if one has no hit there, the whole query runs on the trigram
+    index. Only when every term has three characters or more: a trigram cannot
+    match fewer, so a shorter term would match nothing at all.
+    """
+    if plan.table != WORD_TABLE:
+        return plan
+    must: list[str] = []  # the FTS5 tokens of the terms that must match
+    negated = False
+    for m in _PLAN_TOKEN.finditer(plan.fts_query):
+        op = m.group("op")
+        if op is not None:
+            negated = op == "NOT"
+            continue
+        if len(m.group("term")) < 3:
+            return plan
+        if not negated:
+            must.append(m.group(0))
+        negated = False
+    if not must or all(has_word_hits(token) for token in must):
+        return plan
+    return Plan(TRIGRAM_TABLE, plan.fts_query)
 
 
 def filters(
@@ -70,9 +111,16 @@ def filters(
     exclude_sources: Sequence[str] | None,
     role_filter: Sequence[str] | None,
     exclude_session_ids: Sequence[str] | None = None,
+    owner: ChatOwner | None = None,
 ) -> tuple[str, list[Any]]:
+    """The WHERE clauses (each starting with AND) of a search over ``messages m JOIN sessions s``;
+    ``owner`` keeps only the sessions that chat may resume."""
     sql = ""
     params: list[Any] = []
+    if owner is not None:
+        owned, owned_params = owned_ids_sql(owner)
+        sql += f" AND m.session_id IN ({owned})"
+        params.extend(owned_params)
     if source_filter:
         sql += f" AND s.source IN ({','.join('?' * len(source_filter))})"
         params.extend(source_filter)

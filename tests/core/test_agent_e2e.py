@@ -34,7 +34,7 @@ async def test_tool_loop_through_the_daemon(tmp_path: Path, fake_openai: FakeOpe
     assert "Alice prefers short answers." in (home / "memories" / "USER.md").read_text()
     first, second = fake_openai.chat_requests
     assert {t["function"]["name"] for t in first.body["tools"]} == {
-        "memory", "session_search", "skills_list", "skill_view", "skill_manage"}
+        "memory", "session_search", "skills_categories", "skills_list", "skill_view", "skill_manage"}
     assert second.body["messages"][-1]["role"] == "tool"
 
 

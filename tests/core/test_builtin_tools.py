@@ -1,4 +1,4 @@
-"""The five built-in tools as the agent sees them: registered, schema-valid, dispatched, fuzz-proof."""
+"""The six built-in tools as the agent sees them: registered, schema-valid, dispatched, fuzz-proof."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from core.tools._base import Tool, ToolContext, ToolError
 from core.tools.memory_tool import MEMORY_TOOL
 from core.tools.session_search import SESSION_SEARCH_TOOL
 from core.tools.skills_tools import SKILL_TOOLS
-from storage import StateStore
+from storage import StateStore, bindings
 
 MINE: list[Tool] = [MEMORY_TOOL, SESSION_SEARCH_TOOL, *SKILL_TOOLS]
+T0 = 1_700_000_000.0
 SKILL = "---\nname: demo\ndescription: A demo skill\n---\n# Demo\nDo the thing.\n"
 
 
@@ -29,11 +30,11 @@ def _ctx(home: Path, store: StateStore) -> ToolContext:
                        session_key="agent:main:telegram:dm:42")
 
 
-def test_exactly_the_five_builtin_tools() -> None:
+def test_exactly_the_six_builtin_tools() -> None:
     assert sorted(t.name for t in builtin_tools()) == [
-        "memory", "session_search", "skill_manage", "skill_view", "skills_list"]
+        "memory", "session_search", "skill_manage", "skill_view", "skills_categories", "skills_list"]
     assert {t.name: t.toolset for t in MINE} == {
-        "memory": "memory", "session_search": "session_search",
+        "memory": "memory", "session_search": "session_search", "skills_categories": "skills",
         "skills_list": "skills", "skill_view": "skills", "skill_manage": "skills"}
 
 
@@ -75,8 +76,11 @@ async def test_dispatch_through_the_registry(tmp_path: Path, store: StateStore) 
     listed = await registry.dispatch("skills_list", None, ctx)
     assert json.loads(listed.content)["skills"][0]["name"] == "demo"
 
-    await store.create_session("old", "cli")
+    await store.create_session("old", "telegram")
     await store.append_message("old", "user", "metric conversions for the bakery recipe")
+    # An earlier session of this chat: session_search reads only the chat's own sessions.
+    await store.write(lambda c: bindings.bind(c, "agent:main:telegram:dm:42", "old", platform="telegram",
+                                              chat_id="42", chat_type="dm", thread_id=None, user_id="42", now=T0))
     found = await registry.dispatch("session_search", {"query": "bakery"}, ctx)
     assert json.loads(found.content)["results"][0]["session_id"] == "old"
 

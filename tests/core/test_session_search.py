@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from core.tools._base import ToolContext, ToolError
 from core.tools.session_search import SESSION_SEARCH_TOOL
-from storage import StateStore
+from storage import StateStore, bindings
 
 T0 = 1_700_000_000.0
 A, A2, B, D, P, C = (
@@ -82,7 +82,9 @@ async def seeded(store: StateStore) -> Seed:
 
 
 def _ctx(store: StateStore, tmp_path: Path, session_id: str = C) -> ToolContext:
-    return ToolContext(session_id=session_id, platform="cli", home=tmp_path, store=store)
+    # The seeded sessions are bound to no chat: these tests read the whole database, as a
+    # single-user gateway (session_search.scope: all) does. Privacy is tested below.
+    return ToolContext(session_id=session_id, platform="cli", home=tmp_path, store=store, recall_all=True)
 
 
 async def _call(store: StateStore, tmp_path: Path, **args: Any) -> dict[str, Any]:
@@ -260,6 +262,91 @@ async def test_browse_on_an_empty_database(store: StateStore, tmp_path: Path) ->
     await store.create_session("only", "cli")
     out = await SESSION_SEARCH_TOOL.handler({}, _ctx(store, tmp_path, session_id="only"))
     assert json.loads(out)["sessions"] == []
+
+
+# ------------------------------------------------------------------ privacy
+
+ALICE_KEY, BOB_KEY = "agent:main:telegram:dm:alice", "agent:main:telegram:dm:bob"
+ALICE_OLD, ALICE_NOW, BOB_NOW = "20240101_000000_a1a1a1", "20240102_000000_a2a2a2", "20240102_000000_b0b0b0"
+
+
+async def _chat_session(store: StateStore, sid: str, key: str, platform: str, user: str, text: str) -> int:
+    """A session that lived in the chat ``key``, bound the way the gateway binds it."""
+    await store.create_session(sid, platform, user_id=user, started_at=T0)
+    mid = await store.append_message(sid, "user", text)
+    await store.write(lambda c: bindings.bind(c, key, sid, platform=platform, chat_id=user, chat_type="dm",
+                                              thread_id=None, user_id=user, now=T0))
+    return mid
+
+
+def _chat_ctx(store: StateStore, tmp_path: Path, sid: str, key: str, user: str, platform: str = "telegram",
+              recall_all: bool = False) -> ToolContext:
+    return ToolContext(session_id=sid, platform=platform, home=tmp_path, store=store, user_id=user,
+                       session_key=key, recall_all=recall_all)
+
+
+async def _as(ctx: ToolContext, **args: Any) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(await SESSION_SEARCH_TOOL.handler(args, ctx))
+    return result
+
+
+@pytest.fixture
+async def two_users(store: StateStore) -> int:
+    secret = await _chat_session(store, ALICE_OLD, ALICE_KEY, "telegram", "alice", "my vault code is bridgeport-7731")
+    await _chat_session(store, ALICE_NOW, ALICE_KEY, "telegram", "alice", "hello again")
+    await _chat_session(store, BOB_NOW, BOB_KEY, "telegram", "bob", "what is alice's vault code?")
+    return secret
+
+
+async def test_discovery_reads_only_the_asking_chats_sessions(store: StateStore, two_users: int,
+                                                              tmp_path: Path) -> None:
+    bob = _chat_ctx(store, tmp_path, BOB_NOW, BOB_KEY, "bob")
+    assert (await _as(bob, query="bridgeport"))["count"] == 0
+    assert (await _as(bob, query="vault"))["count"] == 0  # not even his own current session
+    alice = _chat_ctx(store, tmp_path, ALICE_NOW, ALICE_KEY, "alice")
+    (hit,) = (await _as(alice, query="bridgeport"))["results"]
+    assert hit["session_id"] == ALICE_OLD and hit["match_message_id"] == two_users
+
+
+async def test_browse_lists_only_the_asking_chats_sessions(store: StateStore, two_users: int,
+                                                           tmp_path: Path) -> None:
+    assert (await _as(_chat_ctx(store, tmp_path, BOB_NOW, BOB_KEY, "bob")))["sessions"] == []
+    alice = await _as(_chat_ctx(store, tmp_path, ALICE_NOW, ALICE_KEY, "alice"))
+    assert [x["session_id"] for x in alice["sessions"]] == [ALICE_OLD]
+
+
+@pytest.mark.parametrize("session_id", [ALICE_OLD, "20240101"])
+async def test_scroll_into_another_chats_session_is_refused(store: StateStore, two_users: int, tmp_path: Path,
+                                                            session_id: str) -> None:
+    bob = _chat_ctx(store, tmp_path, BOB_NOW, BOB_KEY, "bob")
+    with pytest.raises(ToolError, match="No session of this conversation") as refused:
+        await SESSION_SEARCH_TOOL.handler({"session_id": session_id, "around_message_id": two_users}, bob)
+    with pytest.raises(ToolError) as missing:
+        await SESSION_SEARCH_TOOL.handler({"session_id": "nope", "around_message_id": two_users}, bob)
+    # Word for word what a session that does not exist gets: nothing tells Bob it is there.
+    assert str(refused.value).replace(session_id, "?") == str(missing.value).replace("nope", "?")
+    alice = _chat_ctx(store, tmp_path, ALICE_NOW, ALICE_KEY, "alice")
+    page = await _as(alice, session_id="20240101", around_message_id=two_users)
+    assert page["session_id"] == ALICE_OLD
+
+
+async def test_recall_all_reads_every_session(store: StateStore, two_users: int, tmp_path: Path) -> None:
+    owner = _chat_ctx(store, tmp_path, BOB_NOW, BOB_KEY, "bob", recall_all=True)
+    assert [r["session_id"] for r in (await _as(owner, query="bridgeport"))["results"]] == [ALICE_OLD]
+    assert ALICE_OLD in {x["session_id"] for x in (await _as(owner))["sessions"]}
+
+
+async def test_a_terminal_recalls_the_sessions_of_its_login(store: StateStore, tmp_path: Path) -> None:
+    """The terminal's /resume rule: any terminal chat of the same login, and the cli sessions it started."""
+    await _chat_session(store, "20240101_000000_c1c1c1", "agent:main:cli:dm:c1", "cli", "me", "terminal notes zebra")
+    await store.create_session("20240101_000000_c2c2c2", "cli", user_id="me", started_at=T0)
+    await store.append_message("20240101_000000_c2c2c2", "user", "zebra from a standalone cli session")
+    await _chat_session(store, "20240101_000000_c3c3c3", "agent:main:cli:dm:c3", "cli", "you", "their zebra")
+    now = "20240102_000000_c4c4c4"
+    await _chat_session(store, now, "agent:main:cli:dm:c4", "cli", "me", "hi")
+    mine = _chat_ctx(store, tmp_path, now, "agent:main:cli:dm:c4", "me", platform="cli")
+    found = {r["session_id"] for r in (await _as(mine, query="zebra", limit=10))["results"]}
+    assert found == {"20240101_000000_c1c1c1", "20240101_000000_c2c2c2"}
 
 
 # --------------------------------------------------------------------- fuzz

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from storage import StateStore
+from storage import ChatOwner, StateStore, bindings
 
 T0 = 1_700_000_000.0
 
@@ -94,7 +94,10 @@ async def test_prefix(corpus: Corpus) -> None:
     assert await _ids(corpus.store, "deploy*") == {
         corpus.ids["docker_deploy"], corpus.ids["deploy_only"], corpus.ids["deploying"],
     }  # fmt: skip
-    assert await _ids(corpus.store, "deploy") == set()
+    # "deploy" is no whole word of any message: it matches as a substring (below).
+    assert await _ids(corpus.store, "deploy") == {
+        corpus.ids["docker_deploy"], corpus.ids["deploy_only"], corpus.ids["deploying"],
+    }  # fmt: skip
 
 
 async def test_hyphenated_term_is_a_phrase(corpus: Corpus) -> None:
@@ -184,6 +187,56 @@ async def test_matches_in_tool_name_and_tool_calls_are_found(corpus: Corpus) -> 
     (hit,) = await corpus.store.search_messages("Reykjavik")
     assert hit["id"] == corpus.ids["tool_calls_hit"]
     assert ">>>Reykjavik<<<" in hit["snippet"]
+
+
+# --------------------------------------------------------------- substrings
+
+
+async def test_part_of_a_word_is_found_through_the_trigram_index(store: StateStore) -> None:
+    """session-storage.md: the trigram index is "for CJK / substring search"."""
+    await store.create_session("s", "cli", started_at=T0)
+    net = await store.append_message("s", "user", "Fix the Docker networking issue")
+    other = await store.append_message("s", "user", "the kubernetes cluster")
+    hits = await store.search_messages("netw")
+    assert [h["id"] for h in hits] == [net]
+    assert ">>>netw<<<" in hits[0]["snippet"]
+    assert await _ids(store, "NETWORK") == {net}  # case-insensitive, like the word index
+    assert await _ids(store, "docker netw") == {net}  # one known word, one part of a word
+    assert await _ids(store, "bernet OR netw") == {net, other}
+    assert await _ids(store, "etwork") == {net}  # the middle of a word too
+    (session,) = await store.search_sessions("netw")
+    assert session["match_message_id"] == net and ">>>netw<<<" in session["snippet"]
+
+
+async def test_substring_search_keeps_filters(store: StateStore) -> None:
+    await store.create_session("s", "cli", started_at=T0)
+    await store.create_session("t", "telegram", started_at=T0 + 1)
+    mine = await store.append_message("s", "assistant", "networking fixed")
+    await store.append_message("t", "user", "networking broken")
+    assert await _ids(store, "netw", source_filter=["cli"]) == {mine}
+    assert await _ids(store, "netw", role_filter=["assistant"]) == {mine}
+
+
+async def test_whole_words_still_come_from_the_word_index(store: StateStore) -> None:
+    """A word the index knows matches as a word: "net" is not found inside "network"."""
+    await store.create_session("s", "cli", started_at=T0)
+    word = await store.append_message("s", "user", "the net is down")
+    await store.append_message("s", "user", "network trouble")
+    assert await _ids(store, "net") == {word}
+
+
+async def test_terms_shorter_than_a_trigram_are_never_substring_searched(store: StateStore) -> None:
+    await store.create_session("s", "cli", started_at=T0)
+    await store.append_message("s", "user", "networking")
+    assert await _ids(store, "ne") == set()
+    assert await _ids(store, "netw ki") == set()  # "ki" could never match in the trigram index
+
+
+async def test_a_missing_word_after_not_does_not_switch_to_substrings(store: StateStore) -> None:
+    await store.create_session("s", "cli", started_at=T0)
+    net = await store.append_message("s", "user", "docker networking")
+    # "netw" excludes nothing as a word; as a substring it would exclude the only hit.
+    assert await _ids(store, "docker NOT netw") == {net}
 
 
 # -------------------------------------------------------------------- CJK
@@ -409,3 +462,25 @@ async def test_messages_around_default_window_is_10(store: StateStore) -> None:
     ids = [await store.append_message("s", "user", f"m{i}") for i in range(40)]
     page = await store.messages_around("s", ids[20])
     assert [m["id"] for m in page["messages"]] == ids[10:31]
+
+
+# ---------------------------------------------------------------- ownership
+
+
+async def test_an_owner_keeps_only_the_sessions_that_chat_may_resume(store: StateStore) -> None:
+    """The /resume rule (storage.ownership) as a search filter: the key's sessions; in the
+    terminal, also those of the same login."""
+    for sid, key, platform, user in (("a", "agent:main:telegram:dm:alice", "telegram", "alice"),
+                                     ("b", "agent:main:telegram:dm:bob", "telegram", "bob"),
+                                     ("t", "agent:main:cli:dm:t1", "cli", "me")):
+        await store.create_session(sid, platform, user_id=user, started_at=T0)
+        await store.append_message(sid, "user", f"zebra crossing in {sid}")
+        await store.write(lambda c, k=key, s=sid, p=platform, u=user: bindings.bind(
+            c, k, s, platform=p, chat_id=u, chat_type="dm", thread_id=None, user_id=u, now=T0))
+    alice = ChatOwner("agent:main:telegram:dm:alice", "telegram", "alice")
+    other_terminal = ChatOwner("agent:main:cli:dm:t2", "cli", "me")
+    assert {h["session_id"] for h in await store.search_messages("zebra", owner=alice)} == {"a"}
+    assert [h["session_id"] for h in await store.search_sessions("zebra", owner=alice)] == ["a"]
+    assert [r["id"] for r in await store.recent_sessions(owner=alice)] == ["a"]
+    assert [h["session_id"] for h in await store.search_sessions("zebr", owner=other_terminal)] == ["t"]
+    assert len(await store.search_messages("zebra")) == 3  # no owner: every session
