@@ -45,6 +45,7 @@ from .errors import (
     TitleConflictError,
 )
 from .sqlite import (
+    GATEWAY_VERSION_KEY,
     REFERENCE_VERSION,
     CheckpointResult,
     MigrationReport,
@@ -59,6 +60,7 @@ from .sqlite import (
     handoffs,
     home_channels,
     inbound,
+    latest_gateway_version,
     latest_version,
     lock_path_for,
     open_readonly_connection,
@@ -73,6 +75,7 @@ from .sqlite import (
 )
 
 __all__ = [
+    "GATEWAY_VERSION_KEY",
     "REFERENCE_VERSION",
     "AmbiguousSessionError",
     "AutoPruneSettings",
@@ -107,6 +110,7 @@ __all__ = [
     "home_channels",
     "inbound",
     "is_scaffolding",
+    "latest_gateway_version",
     "latest_version",
     "lock_path_for",
     "new_session_id",
