@@ -11,7 +11,8 @@ By job:
   transactions, replays, checkpoints), ``_writer_stats``; ``_reader``.
 - ``_store``: ``StateStore``, the async door the rest of the code uses.
 - ``_ops`` (writes), ``_queries`` (reads), ``_search``, ``_search_plan``,
-  ``_fts``: sessions and messages.
+  ``_fts``: sessions and messages; ``_prune``: what a prune deletes and
+  which ended sessions it keeps for a lineage.
 - ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``,
   ``_home_channels``: the gateway's tables.
 
