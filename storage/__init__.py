@@ -27,6 +27,9 @@ from ._model import (
     HomeChannelRow,
     IndexEntry,
     PendingReply,
+    PrunePlan,
+    PruneResult,
+    PruneSkip,
     SeenMessage,
     SessionTitle,
     is_scaffolding,
@@ -46,6 +49,7 @@ from .errors import (
     TitleConflictError,
 )
 from .sqlite import (
+    GATEWAY_VERSION_KEY,
     REFERENCE_VERSION,
     CheckpointResult,
     MigrationReport,
@@ -60,6 +64,7 @@ from .sqlite import (
     handoffs,
     home_channels,
     inbound,
+    latest_gateway_version,
     latest_version,
     lock_path_for,
     open_readonly_connection,
@@ -74,6 +79,7 @@ from .sqlite import (
 )
 
 __all__ = [
+    "GATEWAY_VERSION_KEY",
     "REFERENCE_VERSION",
     "AmbiguousSessionError",
     "AutoPruneSettings",
@@ -86,6 +92,9 @@ __all__ = [
     "InvalidTitleError",
     "MigrationReport",
     "PendingReply",
+    "PrunePlan",
+    "PruneResult",
+    "PruneSkip",
     "Reader",
     "SchemaError",
     "SeenMessage",
@@ -109,6 +118,7 @@ __all__ = [
     "home_channels",
     "inbound",
     "is_scaffolding",
+    "latest_gateway_version",
     "latest_version",
     "lock_path_for",
     "new_session_id",

@@ -118,3 +118,34 @@ class HomeChannelRow:
     chat_type: str | None
     set_by: str | None
     updated_at: float
+
+
+# ------------------------------------------------------------------- pruning
+
+
+@dataclass(frozen=True)
+class PruneSkip:
+    """An ended session old enough to prune, kept because a kept session continues from it.
+
+    Deleting it would cut the compression lineage of a conversation still in use
+    (``/resume <title>`` finds the newest of a lineage; ``X #3`` numbers after it).
+    """
+
+    session_id: str
+    title: str | None
+    #: the kept session that continues it (its child, or a later descendant)
+    continued_by: str
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """What a prune deletes (oldest first) and what it keeps for the lineage."""
+
+    delete: tuple[str, ...]
+    skipped: tuple[PruneSkip, ...]
+
+
+@dataclass(frozen=True)
+class PruneResult:
+    deleted: int
+    skipped: tuple[PruneSkip, ...]

@@ -333,17 +333,23 @@ def prune_sessions(
     with _errors():
         root = _home(home)
         days = sessions_admin.check_prune_age(older_than)
-        ids = _read(root, lambda conn: sessions_admin.prunable_ids(conn, days, source)) or []
+        plan = _read(root, lambda conn: sessions_admin.prune_plan(conn, days, source))
         scope = f"ended sessions older than {days:g} day{'' if days == 1 else 's'}" + (f" from {source}" if source else "")
-        if not ids:
-            typer.echo(f"No {scope}; nothing to prune.")
+        if plan is None or not plan.delete:
+            typer.echo(f"No {scope} can go; nothing to prune." if plan and plan.skipped
+                       else f"No {scope}; nothing to prune.")
+            for line in sessions_admin.describe_skipped(sessions_admin.skipped_rows(plan.skipped if plan else ())):
+                typer.echo(line)
             return
         if not yes:
-            _confirm(f"Delete {len(ids)} {scope}? This cannot be undone.", "prune")
+            kept = f" ({len(plan.skipped)} more kept: later sessions continue from them)" if plan.skipped else ""
+            _confirm(f"Delete {len(plan.delete)} {scope}{kept}? This cannot be undone.", "prune")
         result = _write(root, "sessions.prune", {"older_than_days": days, "source": source},
                         lambda store: sessions_admin.prune(store, days, source))
     n = int(result.get("deleted", 0))
     typer.echo(f"Pruned {n} session{'s' if n != 1 else ''}.")
+    for line in sessions_admin.describe_skipped(list(result.get("skipped") or [])):
+        typer.echo(line)
 
 
 @sessions_app.command("stats")

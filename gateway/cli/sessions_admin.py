@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from gateway.errors import InvalidPruneAgeError
-from storage import InvalidTitleError, StateStore, clean_title, queries
+from storage import InvalidTitleError, PrunePlan, PruneSkip, StateStore, clean_title, queries
 
 log = structlog.get_logger("hermes.sessions_admin")
 
@@ -32,14 +32,36 @@ def check_prune_age(older_than_days: float) -> float:
     return days
 
 
-def prunable_ids(conn: sqlite3.Connection, older_than_days: float, source: str | None = None,
-                 *, now: float | None = None) -> list[str]:
-    """Ended sessions that started more than N days ago (what prune deletes).
+def prune_plan(conn: sqlite3.Connection, older_than_days: float, source: str | None = None,
+               *, now: float | None = None) -> PrunePlan:
+    """What a prune deletes, and the old ended sessions it keeps because a kept session
+    continues from them. The command line runs it on a read-only connection to say
+    so before it asks; the prune itself uses the same query."""
+    return queries.prune_plan(conn, older_than_days, source, now=now)
 
-    The command line runs it on a read-only connection to say what a prune
-    would delete before it asks; the prune itself uses the same query.
-    """
-    return queries.prunable_session_ids(conn, older_than_days, source, now=now)
+
+#: why a prune keeps an old ended session
+LINEAGE_REASON = "compression lineage: /resume <title> and the 'X #2' title numbering follow it"
+
+
+def skipped_rows(skipped: tuple[PruneSkip, ...]) -> list[dict[str, Any]]:
+    return [{"session_id": s.session_id, "title": s.title, "continued_by": s.continued_by, "reason": "lineage"}
+            for s in skipped]
+
+
+def describe_skipped(skipped: list[dict[str, Any]]) -> list[str]:
+    """Lines for a person: how many were kept and why, then one line each."""
+    if not skipped:
+        return []
+    n = len(skipped)
+    them, sessions_continue = ("it", "a session that is kept continues") if n == 1 else (
+        "them", "sessions that are kept continue")
+    lines = [f"Kept {n} old ended session{'s' if n != 1 else ''}, because {sessions_continue} from {them} "
+             f"(deleting {them} would cut the {LINEAGE_REASON}):"]
+    for row in skipped:
+        title = f" '{row['title']}'" if row.get("title") else ""
+        lines.append(f"  {row['session_id']}{title}, continued by {row['continued_by']}")
+    return lines
 
 
 async def rename(store: StateStore, id_or_prefix: str, title: str) -> dict[str, Any]:
@@ -75,19 +97,25 @@ async def delete(store: StateStore, id_or_prefix: str) -> dict[str, Any]:
 
 
 async def prune(store: StateStore, older_than_days: float, source: str | None) -> dict[str, Any]:
-    """Delete ended sessions that started more than N days ago. Active ones never."""
+    """Delete ended sessions that started more than N days ago. Active ones never, nor
+    one a kept session continues from (``skipped``, with the session that continues it)."""
     days = check_prune_age(older_than_days)
     source = source or None
-    deleted = await store.prune_sessions(days, source)
-    log.info("sessions.pruned", deleted=deleted, older_than_days=days, source=source)
-    return {"deleted": deleted, "older_than_days": days, "source": source}
+    result = await store.prune(days, source)
+    log.info("sessions.pruned", deleted=result.deleted, kept_for_lineage=len(result.skipped),
+             older_than_days=days, source=source)
+    return {"deleted": result.deleted, "older_than_days": days, "source": source,
+            "skipped": skipped_rows(result.skipped)}
 
 __all__ = [
     "DEFAULT_PRUNE_DAYS",
+    "LINEAGE_REASON",
     "InvalidPruneAgeError",
     "check_prune_age",
     "delete",
-    "prunable_ids",
+    "describe_skipped",
     "prune",
+    "prune_plan",
     "rename",
+    "skipped_rows",
 ]

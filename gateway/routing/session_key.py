@@ -5,7 +5,13 @@ same chat always lands in the same session and a restart changes nothing. The
 format is the reference's (``sessions.md``; inventory §2)::
 
     agent:main:<platform>:dm:<chat_id>[:<thread_id>]
-    agent:main:<platform>:<group|channel|thread>:<chat_id>[:<thread_id>][:<user_id>]
+    agent:main:<platform>:<group|channel>:<chat_id>[:<thread_id>][:<user_id>]
+
+A thread is keyed as the reference's table documents a "group thread/topic"
+on every platform, ``group:<chat_id>:<thread_id>``: a Discord or Slack thread
+(``ChatType.THREAD``, with its parent channel as the chat) and a Telegram
+topic alike. Files written before keyed Discord and Slack threads as
+``thread:<chat>:<thread>``; storage's gateway migration 4 renames them.
 
 Every id segment is escaped (``%`` -> ``%25``, ``:`` -> ``%3A``) so an id that
 contains ``:`` cannot pose as two segments and borrow someone else's session.
@@ -44,7 +50,7 @@ def build_session_key(message: InboundMessage, settings: SessionKeySettings) -> 
     thread_id = message.thread_id or None
     user_id = message.user_id or None
     chat_type = ChatType(message.chat_type)  # an unknown type is a bug upstream: fail loudly
-    prefix = f"{settings.namespace}:{_escape(message.platform)}:{chat_type.value}"
+    prefix = f"{settings.namespace}:{_escape(message.platform)}:{_key_type(chat_type)}"
 
     if chat_type == ChatType.DM:
         # The person is the chat: never append the user. Without a chat id the
@@ -82,6 +88,11 @@ def is_shared_session(message: InboundMessage, settings: SessionKeySettings) -> 
     in_thread = bool(message.thread_id) or message.chat_type == ChatType.THREAD
     isolate_user = settings.group_sessions_per_user and (not in_thread or settings.thread_sessions_per_user)
     return not (isolate_user and message.user_id)
+
+
+def _key_type(chat_type: ChatType) -> str:
+    # The reference has no ``thread`` chat type in its keys: a thread is a group's.
+    return ChatType.GROUP.value if chat_type == ChatType.THREAD else chat_type.value
 
 
 def _join(prefix: str, *segments: str | None) -> str:

@@ -5,12 +5,14 @@ By job:
 
 - ``_connection``, ``_lock``: opening the file (WAL, pragmas); the sidecar
   lock that makes one process its only writer.
-- ``_schema``, ``_migrate``: the DDL and the upgrade of any older database.
+- ``_schema``, ``_migrate``, ``_rekey``: the DDL and the upgrade of any older
+  database (``_rekey``: old thread session keys into the documented format).
 - ``_writer`` (the event loop's side), ``_committer`` (the writer thread's:
   transactions, replays, checkpoints), ``_writer_stats``; ``_reader``.
 - ``_store``: ``StateStore``, the async door the rest of the code uses.
 - ``_ops`` (writes), ``_queries`` (reads), ``_search``, ``_search_plan``,
-  ``_fts``: sessions and messages.
+  ``_fts``: sessions and messages; ``_prune``: what a prune deletes and
+  which ended sessions it keeps for a lineage.
 - ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``,
   ``_home_channels``: the gateway's tables.
 
@@ -34,12 +36,13 @@ from ._fts import sanitize_fts5_query
 from ._lock import WriterLock, lock_path_for, read_holder_pid
 from ._migrate import MigrationReport, check_sqlite_features
 from ._reader import Reader
-from ._schema import REFERENCE_VERSION, latest_version
+from ._schema import GATEWAY_VERSION_KEY, REFERENCE_VERSION, latest_gateway_version, latest_version
 from ._store import StateStore
 from ._writer import Writer
 from ._writer_stats import CheckpointResult, WriterSettings, WriterStats
 
 __all__ = [
+    "GATEWAY_VERSION_KEY",
     "REFERENCE_VERSION",
     "CheckpointResult",
     "MigrationReport",
@@ -54,6 +57,7 @@ __all__ = [
     "handoffs",
     "home_channels",
     "inbound",
+    "latest_gateway_version",
     "latest_version",
     "lock_path_for",
     "open_readonly_connection",

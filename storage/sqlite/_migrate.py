@@ -1,8 +1,13 @@
 """Bring any state.db (fresh, reference v1..v10, current) to the latest schema.
 
 Runs once, on the writer's connection, before the writer accepts work. An
-already-current database costs a handful of cheap pragma reads: nothing is
+already-current database costs a handful of cheap reads: nothing is
 re-indexed on an ordinary open.
+
+The reference's counter (``schema_version``) and the gateway's
+(``state_meta.gateway_schema_version``) are upgraded independently. A file
+from before the gateway had its own counter (``schema_version`` 12..14 and no
+gateway key) is reference 11 at gateway step 1..3, and upgrades on from there.
 """
 
 from __future__ import annotations
@@ -16,12 +21,15 @@ from ._schema import (
     FTS_DDL,
     FTS_TRIGGERS_DDL,
     GATEWAY_MIGRATIONS,
+    GATEWAY_VERSION_KEY,
     INDEXES_DDL,
     LEGACY_FTS_TRIGGERS,
     MESSAGE_COLUMNS,
     REFERENCE_VERSION,
     SESSION_COLUMNS,
-    latest_version,
+    SHARED_COUNTER_OFFSET,
+    SHARED_COUNTER_VERSIONS,
+    latest_gateway_version,
 )
 
 _FTS_TABLES = ("messages_fts", "messages_fts_trigram")
@@ -29,13 +37,31 @@ _FTS_TABLES = ("messages_fts", "messages_fts_trigram")
 
 @dataclass
 class MigrationReport:
+    """What opening did. ``*_version``: the reference's counter; ``gateway_*``: the gateway's."""
+
     from_version: int
     to_version: int
+    gateway_from: int = 0
+    gateway_to: int = 0
     created: bool = False
     added_columns: list[str] = field(default_factory=list)
     renamed_titles: int = 0
     fts_rebuilt: bool = False
+    #: the gateway steps that ran
     applied: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class _Stored:
+    """Where a file is: ``counter`` as ``schema_version`` says (None: an empty database),
+    ``reference`` the reference version that really is, ``gateway`` the gateway's step."""
+
+    counter: int | None
+    reference: int | None
+    gateway: int
+
+    def is_current(self) -> bool:
+        return self.counter == REFERENCE_VERSION and self.gateway == latest_gateway_version()
 
 
 def check_sqlite_features() -> None:
@@ -68,9 +94,39 @@ def _stored_version(conn: sqlite3.Connection) -> int | None:
     return int(row[0]) if row and row[0] is not None else 0
 
 
+def _gateway_version(conn: sqlite3.Connection) -> int | None:
+    if not _table_exists(conn, "state_meta"):
+        return None
+    row = conn.execute("SELECT value FROM state_meta WHERE key = ?", (GATEWAY_VERSION_KEY,)).fetchone()
+    if row is None:
+        return None
+    try:
+        return int(row[0])
+    except (TypeError, ValueError):
+        raise SchemaError(f"state.db has an unreadable {GATEWAY_VERSION_KEY} ({row[0]!r}) in state_meta; "
+                          "the database was left untouched.") from None
+
+
+def _stored(conn: sqlite3.Connection) -> _Stored:
+    counter = _stored_version(conn)
+    if counter is None:
+        return _Stored(None, None, 0)
+    gateway = _gateway_version(conn)
+    # Only the gateway ever wrote 12..14 together with its own tables and without
+    # its own key; a reference release past 11 leaves neither of those behind.
+    if gateway is None and counter in SHARED_COUNTER_VERSIONS and _table_exists(conn, "gateway_session_index"):
+        return _Stored(counter, REFERENCE_VERSION, counter - SHARED_COUNTER_OFFSET)
+    return _Stored(counter, counter, gateway or 0)
+
+
 def _set_version(conn: sqlite3.Connection, version: int) -> None:
     conn.execute("DELETE FROM schema_version")
     conn.execute("INSERT INTO schema_version(version) VALUES (?)", (version,))
+
+
+def _set_gateway_version(conn: sqlite3.Connection, version: int) -> None:
+    conn.execute("INSERT INTO state_meta(key, value) VALUES (?, ?) "
+                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (GATEWAY_VERSION_KEY, str(version)))
 
 
 def _reconcile_columns(conn: sqlite3.Connection, table: str, wanted: tuple[tuple[str, str], ...]) -> list[str]:
@@ -126,6 +182,8 @@ def _apply_gateway_migrations(conn: sqlite3.Connection, current: int, report: Mi
         if step.version > current:
             for statement in step.statements:
                 conn.execute(statement)
+            if step.run is not None:
+                step.run(conn)
             report.applied.append(step.version)
 
 
@@ -137,12 +195,23 @@ def _is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in msg or "busy" in msg
 
 
-def _refuse_newer(version: int | None, target: int) -> None:
-    if version is not None and version > target:
+def _refuse_newer(stored: _Stored) -> None:
+    if stored.reference is not None and stored.reference > REFERENCE_VERSION:
         raise SchemaError(
-            f"state.db has schema version {version}, newer than this hermes-gateway understands "
-            f"({target}). Upgrade hermes-gateway; the database was left untouched."
+            f"state.db has schema version {stored.reference}, newer than this hermes-gateway understands "
+            f"({REFERENCE_VERSION}). Upgrade hermes-gateway; the database was left untouched."
         )
+    if stored.gateway > latest_gateway_version():
+        raise SchemaError(
+            f"state.db has gateway schema version {stored.gateway}, newer than this hermes-gateway "
+            f"understands ({latest_gateway_version()}). Upgrade hermes-gateway; the database was left untouched."
+        )
+
+
+def _current_report(conn: sqlite3.Connection) -> MigrationReport:
+    gateway = latest_gateway_version()
+    return MigrationReport(from_version=REFERENCE_VERSION, to_version=REFERENCE_VERSION, gateway_from=gateway,
+                           gateway_to=gateway, added_columns=reconcile(conn))
 
 
 def migrate(conn: sqlite3.Connection) -> MigrationReport:
@@ -151,31 +220,35 @@ def migrate(conn: sqlite3.Connection) -> MigrationReport:
     SQLite errors other than busy/locked (which the writer retries) become a
     ``SchemaError`` naming the cause; the transaction is rolled back first.
     """
-    target = latest_version()
-    version = _stored_version(conn)
+    version: int | None = None
     try:
-        _refuse_newer(version, target)
-        if version == target:
-            return MigrationReport(from_version=target, to_version=target, added_columns=reconcile(conn))
-        return _upgrade(conn, target)
+        stored = _stored(conn)
+        version = stored.counter
+        _refuse_newer(stored)
+        if stored.is_current():
+            return _current_report(conn)
+        return _upgrade(conn)
     except sqlite3.Error as exc:
         if _is_busy(exc):
             raise
         raise SchemaError(
-            f"state.db could not be upgraded from schema version {version or 0} to {target}: {exc}. "
+            f"state.db could not be upgraded from schema version {version or 0} to {REFERENCE_VERSION} "
+            f"(gateway {latest_gateway_version()}): {exc}. "
             "The upgrade runs in one transaction and was rolled back; the database is unchanged."
         ) from exc
 
 
-def _upgrade(conn: sqlite3.Connection, target: int) -> MigrationReport:
+def _upgrade(conn: sqlite3.Connection) -> MigrationReport:
     conn.execute("BEGIN IMMEDIATE")
     try:
         # Read again under the write lock: another process may have upgraded
         # (or created) the database since the unlocked look above.
-        version = _stored_version(conn)
-        _refuse_newer(version, target)
-        report = MigrationReport(from_version=version or 0, to_version=target)
-        if version == target:
+        stored = _stored(conn)
+        _refuse_newer(stored)
+        version = stored.reference
+        report = MigrationReport(from_version=stored.counter or 0, to_version=REFERENCE_VERSION,
+                                 gateway_from=stored.gateway, gateway_to=latest_gateway_version())
+        if stored.is_current():
             report.added_columns = reconcile(conn)
         elif version is None:
             report.created = True
@@ -185,7 +258,7 @@ def _upgrade(conn: sqlite3.Connection, target: int) -> MigrationReport:
                 conn.execute(ddl)
             for ddl in FTS_DDL + FTS_TRIGGERS_DDL:
                 conn.execute(ddl)
-            _apply_gateway_migrations(conn, REFERENCE_VERSION, report)
+            _apply_gateway_migrations(conn, 0, report)
         else:
             for ddl in BASE_TABLES_DDL:
                 conn.execute(ddl)
@@ -197,8 +270,9 @@ def _upgrade(conn: sqlite3.Connection, target: int) -> MigrationReport:
                     conn.execute(ddl)
                 _rebuild_fts(conn)
                 report.fts_rebuilt = True
-            _apply_gateway_migrations(conn, max(version, REFERENCE_VERSION), report)
-        _set_version(conn, target)
+            _apply_gateway_migrations(conn, stored.gateway, report)
+        _set_version(conn, REFERENCE_VERSION)
+        _set_gateway_version(conn, latest_gateway_version())
         conn.execute("COMMIT")
     except BaseException:
         # SQLite may already have rolled back by itself (it is allowed to after

@@ -13,9 +13,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .._model import PruneResult
 from .._text import clean_title, split_lineage_title
 from ..errors import SessionNotFoundError, TitleConflictError
-from ._queries import prunable_session_ids
+from ._prune import prune_plan
 
 _USAGE_FIELDS = (
     "input_tokens",
@@ -255,7 +256,8 @@ def _delete_sessions(conn: sqlite3.Connection, ids: list[str]) -> int:
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
         marks = ",".join("?" * len(chunk))
-        # Children keep living; they just lose the link to a parent that is gone.
+        # Children keep living; they just lose the link to a parent that is gone (a
+        # prune never gets here with a kept child: it skips the parents of kept sessions).
         conn.execute(f"UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IN ({marks})", chunk)
         conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", chunk)
         deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk).rowcount
@@ -273,11 +275,20 @@ def clear_messages(conn: sqlite3.Connection, session_id: str) -> int:
     return n
 
 
+def prune(
+    conn: sqlite3.Connection, older_than_days: float = 90, source: str | None = None, *, now: float | None = None
+) -> PruneResult:
+    """Delete ended sessions that started more than N days ago. Active ones never, nor
+    an ended one a kept session continues from (``PruneResult.skipped`` says which)."""
+    plan = prune_plan(conn, older_than_days, source, now=now)
+    return PruneResult(_delete_sessions(conn, list(plan.delete)), plan.skipped)
+
+
 def prune_sessions(
     conn: sqlite3.Connection, older_than_days: float = 90, source: str | None = None, *, now: float | None = None
 ) -> int:
-    """Delete ended sessions that started more than N days ago. Active ones never."""
-    return _delete_sessions(conn, prunable_session_ids(conn, older_than_days, source, now=now))
+    """``prune``, counting what it deleted (the reference's ``prune_sessions``)."""
+    return prune(conn, older_than_days, source, now=now).deleted
 
 
 def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:

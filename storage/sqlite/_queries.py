@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -17,6 +16,10 @@ from .._model import ChatOwner
 from .._text import split_lineage_title
 from ..errors import AmbiguousSessionError, SessionNotFoundError
 from ._ownership import owned_ids_sql
+
+# What a prune deletes is a read too; it lives beside the rule that explains it.
+from ._prune import prunable_session_ids as prunable_session_ids
+from ._prune import prune_plan as prune_plan
 from ._rows import escape_like as _escape_like
 from ._rows import row_dict as _row_dict
 
@@ -100,18 +103,6 @@ def count_sessions(conn: sqlite3.Connection, source: str | None = None) -> int:
     if source:
         return int(conn.execute("SELECT COUNT(*) FROM sessions WHERE source = ?", (source,)).fetchone()[0])
     return int(conn.execute("SELECT COUNT(*) FROM sessions").fetchone()[0])
-
-
-def prunable_session_ids(conn: sqlite3.Connection, older_than_days: float, source: str | None = None,
-                         *, now: float | None = None) -> list[str]:
-    """Ended sessions that started more than N days ago (what a prune deletes), oldest first."""
-    cutoff = (time.time() if now is None else now) - older_than_days * 86400.0
-    sql = "SELECT id FROM sessions WHERE ended_at IS NOT NULL AND started_at < ?"
-    params: list[Any] = [cutoff]
-    if source:
-        sql += " AND source = ?"
-        params.append(source)
-    return [str(row[0]) for row in conn.execute(sql + " ORDER BY started_at", params)]
 
 
 def lineage_ancestors(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:

@@ -4,13 +4,27 @@ The DDL below is the reference's table for table and column for column, so a
 tool that reads the reference schema reads ours. FTS5 tables are *inline*
 (they store their own copy of the text) and cover content, tool_name and
 tool_calls, as version 11 of the reference specifies.
+
+Two counters: ``schema_version`` is the reference's and always says which
+reference version the file is at (11), so a later reference release that
+migrates 11 -> 12 runs its migration on our file; the gateway's own tables are
+counted in ``state_meta`` under ``gateway_schema_version``.
 """
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from ._rekey import rekey_threads
+
 REFERENCE_VERSION = 11
+GATEWAY_VERSION_KEY = "gateway_schema_version"
+# Before the gateway had its own counter its steps 1..3 were counted on the
+# reference's, as 12..14; a file saying so is read as reference 11 + that step.
+SHARED_COUNTER_OFFSET = REFERENCE_VERSION
+SHARED_COUNTER_VERSIONS = range(12, 15)
 
 SESSIONS_DDL = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -186,18 +200,20 @@ MESSAGE_COLUMNS: tuple[tuple[str, str], ...] = (
 
 @dataclass(frozen=True)
 class Migration:
-    """A numbered step after the reference's version 11 (the gateway's own tables)."""
+    """A numbered step of the gateway's own tables (their counter is ``gateway_schema_version``)."""
 
     version: int
     name: str
     statements: tuple[str, ...]
+    #: a data step SQL alone cannot say, run after ``statements``
+    run: Callable[[sqlite3.Connection], None] | None = None
 
 
-# Gateway tables arrive as numbered migrations after 11; issues that need a
-# table append a step here, never edit a released one.
+# Gateway tables arrive as numbered migrations; issues that need a table
+# append a step here, never edit a released one.
 GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
     Migration(
-        12,
+        1,
         "gateway routing index, inbound dedupe, outbound delivery ledger, queued titles",
         (
             # key -> the session a chat is talking to now (rebindable by
@@ -256,7 +272,7 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(
-        13,
+        2,
         "home channels per platform, handoff state machine",
         (
             # /sethome: where a platform's proactive work (handoffs) lands.
@@ -299,7 +315,7 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(
-        14,
+        3,
         "where each session has lived: the keys it was ever bound to",
         (
             # The routing index keeps only a key's current session; /resume needs
@@ -324,8 +340,10 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             "WHERE session_key IS NOT NULL AND session_id IS NOT NULL GROUP BY session_key, session_id, platform",
         ),
     ),
+    Migration(4, "thread session keys in the reference's documented format (group:<chat>:<thread>)", (),
+              rekey_threads),
     Migration(
-        15,
+        5,
         "what became of a message that became a turn: its stored question and its answer",
         (
             # A retried HTTP request (same Idempotency-Key) is answered from here,
@@ -340,4 +358,9 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
 
 
 def latest_version() -> int:
-    return GATEWAY_MIGRATIONS[-1].version if GATEWAY_MIGRATIONS else REFERENCE_VERSION
+    """What ``schema_version`` holds: the reference's version, never the gateway's steps."""
+    return REFERENCE_VERSION
+
+
+def latest_gateway_version() -> int:
+    return GATEWAY_MIGRATIONS[-1].version if GATEWAY_MIGRATIONS else 0

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import structlog
 
-from .._model import AutoPruneSettings, is_scaffolding
+from .._model import AutoPruneSettings, PruneResult, is_scaffolding
 from . import _ops, _queries, _search
 from ._reader import Reader
 from ._writer import Writer
@@ -191,7 +191,11 @@ class StateStore:
         return await self.write(partial(_ops.delete_session, session_id=session_id))
 
     async def prune_sessions(self, older_than_days: float = 90, source: str | None = None) -> int:
-        return await self.write(partial(_ops.prune_sessions, older_than_days=older_than_days, source=source))
+        return (await self.prune(older_than_days, source)).deleted
+
+    async def prune(self, older_than_days: float = 90, source: str | None = None) -> PruneResult:
+        """Like ``prune_sessions``, also saying which sessions were kept for a lineage."""
+        return await self.write(partial(_ops.prune, older_than_days=older_than_days, source=source))
 
     async def vacuum(self) -> None:
         await self.writer.submit(lambda conn: conn.execute("VACUUM"), transactional=False)
@@ -206,20 +210,22 @@ class StateStore:
         now = time.time() if now is None else now
         min_gap = settings.min_interval_hours * 3600.0
 
-        def sweep(conn: sqlite3.Connection) -> int | None:
+        def sweep(conn: sqlite3.Connection) -> PruneResult | None:
             last = _ops.get_meta(conn, AUTO_PRUNE_META_KEY)
             if last is not None and now - float(last) < min_gap:
                 return None
-            deleted = _ops.prune_sessions(conn, settings.retention_days, now=now)
+            result = _ops.prune(conn, settings.retention_days, now=now)
             _ops.set_meta(conn, AUTO_PRUNE_META_KEY, repr(now))
-            return deleted
+            return result
 
-        deleted = await self.write(sweep)
-        if deleted and settings.vacuum_after_prune:
+        result = await self.write(sweep)
+        if result is None:
+            return None
+        if result.deleted and settings.vacuum_after_prune:
             await self.vacuum()
-        if deleted is not None:
-            log.info("storage.auto_prune", deleted=deleted, retention_days=settings.retention_days)
-        return deleted
+        log.info("storage.auto_prune", deleted=result.deleted, retention_days=settings.retention_days,
+                 kept_for_lineage=len(result.skipped))
+        return result.deleted
 
     async def get_meta(self, key: str) -> str | None:
         return await self.read(partial(_ops.get_meta, key=key))

@@ -131,6 +131,8 @@ class Writer:
             sqlite_version=sqlite3.sqlite_version,
             schema_from=self.migration.from_version if self.migration else None,
             schema_to=self.migration.to_version if self.migration else None,
+            gateway_schema_from=self.migration.gateway_from if self.migration else None,
+            gateway_schema_to=self.migration.gateway_to if self.migration else None,
         )
         try:
             await self._loop()

@@ -518,8 +518,9 @@ def test_upgrade_done_by_another_process_meanwhile_is_not_redone(
 
 
 async def test_the_bindings_table_is_backfilled_from_a_v13_database(db_path: Path) -> None:
-    # A v13 database is today's schema without gateway_session_bindings (added by migration 14)
-    # and without the question and answer of a seen message (migration 15).
+    # A v13 database is today's schema without gateway_session_bindings (added by the step
+    # counted as 14 then, gateway step 3 now) and without the question and answer of a seen
+    # message (gateway step 5).
     store = StateStore(db_path, writer_settings=SETTINGS)
     await store.open()
     await store.close()
@@ -528,6 +529,8 @@ async def test_the_bindings_table_is_backfilled_from_a_v13_database(db_path: Pat
         for column in ("session_id", "question_id", "answer"):
             conn.execute(f"ALTER TABLE gateway_inbound_seen DROP COLUMN {column}")
         conn.execute("INSERT INTO gateway_inbound_seen (platform, delivery_key, seen_at) VALUES ('telegram', 'm', 1)")
+        # That release counted its steps on the reference's counter and had no key of its own.
+        conn.execute("DELETE FROM state_meta WHERE key = 'gateway_schema_version'")
         conn.execute("DELETE FROM schema_version")
         conn.execute("INSERT INTO schema_version(version) VALUES (13)")
         for sid in ("s1", "s2", "s3"):
@@ -545,6 +548,7 @@ async def test_the_bindings_table_is_backfilled_from_a_v13_database(db_path: Pat
     try:
         assert store.writer.migration is not None
         assert (store.writer.migration.from_version, store.writer.migration.to_version) == (13, latest_version())
+        assert store.writer.migration.gateway_from == 2
     finally:
         await store.close()
     with connect(db_path) as conn:

@@ -231,7 +231,7 @@ async def test_thread_messages_are_keyed_by_thread_and_shared(
         info = await gw.adapter.get_chat_info(general)
         assert (info.chat_type, info.name) == ("channel", "general")
         assert await gw.adapter.create_thread(fake.dm_channel()["id"], "no threads in DMs") is None
-    assert session_keys(gw.db_path) == [f"agent:main:discord:thread:{general}:{thread_id}"]
+    assert session_keys(gw.db_path) == [f"agent:main:discord:group:{general}:{thread_id}"]
 
 
 async def test_auto_thread_opens_a_thread_from_the_mention(

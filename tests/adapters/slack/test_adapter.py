@@ -347,8 +347,8 @@ async def test_channel_mention_is_answered_in_its_thread_once(
         assert {m["thread_id"] for m in fake.sent} == {ts, ts_of(later)}
     # Each top-level mention starts the thread of its answer, and is keyed as that thread.
     assert gw.session_keys() == sorted([
-        f"agent:main:slack:thread:C0CHAN001:{ts}",
-        f"agent:main:slack:thread:C0CHAN001:{ts_of(later)}",
+        f"agent:main:slack:group:C0CHAN001:{ts}",
+        f"agent:main:slack:group:C0CHAN001:{ts_of(later)}",
     ])
     assert rows(gw.db_path, "SELECT COUNT(*) FROM sessions") == [(2,)]
 
@@ -385,7 +385,7 @@ async def test_thread_follow_up_is_keyed_by_thread(
         await fake.user_says("last", chat="C0CHAN001", thread=root, mention=True)
         await fake.wait_reply("C0CHAN001", root, text="echo: last", timeout=WAIT)
         assert turns(gw) == ["remember the number 42", "which number?", "last"]
-    assert gw.session_keys() == [f"agent:main:slack:thread:C0CHAN001:{root}"]
+    assert gw.session_keys() == [f"agent:main:slack:group:C0CHAN001:{root}"]
     assert rows(gw.db_path, "SELECT COUNT(*) FROM sessions") == [(1,)]
     assert rows(gw.db_path, "SELECT COUNT(DISTINCT session_id) FROM messages") == [(1,)]
 
@@ -406,8 +406,8 @@ async def test_free_response_channel_answers_without_mention(
         await fake.wait_reply("C0FREE001", ts_of(body), text="echo: and more", timeout=WAIT)
         assert turns(gw) == ["anyone?", "you there", "and more"]
     assert gw.session_keys() == sorted([
-        f"agent:main:slack:thread:C0FREE001:{ts_of(body)}",
-        f"agent:main:slack:thread:C0FREE001:{ts_of(both)}",
+        f"agent:main:slack:group:C0FREE001:{ts_of(body)}",
+        f"agent:main:slack:group:C0FREE001:{ts_of(both)}",
     ])
 
 

@@ -104,7 +104,7 @@ async def test_every_command_after_a_mention_in_a_channel_thread(
         body = await fake.user_says("remember the number 42", chat=CHANNEL, mention=True)
         root = ts_of(body)
         await fake.wait_reply(CHANNEL, root, text="echo: remember the number 42", timeout=WAIT)
-        key = f"agent:main:slack:thread:{CHANNEL}:{root}"
+        key = f"agent:main:slack:group:{CHANNEL}:{root}"
         sid = bound(gw.db_path, key)
         assert sid is not None
 

@@ -457,6 +457,48 @@ def test_prune_without_yes_refuses_and_says_how_many(home: Path) -> None:
     assert (nothing.code, nothing.out.strip()) == (0, "No ended sessions older than 365 days; nothing to prune.")
 
 
+ROOT_X = "20240110_120000_0000dd01"
+MIDDLE_X = "20240301_120000_0000dd02"
+LIVE_X = "20250305_120000_0000dd03"
+
+
+async def _seed_lineage(db: Path) -> None:
+    """A compressed conversation: X (old, compressed) -> X #2 (old, compressed) -> X #3 (live)."""
+    now = time.time()
+    async with StateStore(db, writer_settings=WriterSettings(synchronous="NORMAL")) as store:
+        parent = None
+        for sid, title, age in ((ROOT_X, "Fix Docker Build", 300), (MIDDLE_X, "Fix Docker Build #2", 250),
+                                (LIVE_X, "Fix Docker Build #3", 1)):
+            await store.create_session(sid, "telegram", parent_session_id=parent, started_at=now - age * DAY)
+            await store.append_message(sid, "user", f"docker again {sid}", timestamp=now - age * DAY)
+            await store.set_session_title(sid, title)
+            if sid != LIVE_X:
+                await store.end_session(sid, "compression")
+            parent = sid
+
+
+def test_prune_keeps_a_lineage_in_use_and_says_what_it_kept(home: Path) -> None:
+    asyncio.run(_seed_lineage(home / "state.db"))
+    asked = cli_on_tty(home, "prune", "--older-than", "100", answer="n")
+    assert "Delete 2 ended sessions older than 100 days (2 more kept: later sessions continue from them)?" in (
+        asked.err)
+    r = cli(home, "prune", "--older-than", "100", "--yes")
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0] == "Pruned 2 sessions."
+    assert lines[1].startswith("Kept 2 old ended sessions, because sessions that are kept continue from them")
+    assert "/resume <title>" in lines[1]
+    assert lines[2:] == [f"  {ROOT_X} 'Fix Docker Build', continued by {LIVE_X}",
+                         f"  {MIDDLE_X} 'Fix Docker Build #2', continued by {LIVE_X}"]
+    assert _ids(home) == {AUTH, WEATHER, OLD_ACTIVE, ROOT_X, MIDDLE_X, LIVE_X}
+    with _db(home) as conn:
+        parents = dict(conn.execute("SELECT id, parent_session_id FROM sessions WHERE title LIKE 'Fix Docker%'"))
+    assert parents == {ROOT_X: None, MIDDLE_X: ROOT_X, LIVE_X: MIDDLE_X}
+    again = cli(home, "prune", "--older-than", "100", "--yes")
+    assert again.out.splitlines()[0] == "No ended sessions older than 100 days can go; nothing to prune."
+    assert again.out.splitlines()[1].startswith("Kept 2 old ended sessions")
+
+
 def test_prune_rejects_a_negative_age(home: Path) -> None:
     r = cli(home, "prune", "--older-than", "-1", "--yes")
     assert r.code == 1 and "--older-than" in _one_line_error(r)
@@ -578,7 +620,7 @@ async def test_admin_functions_in_process(home: Path) -> None:
         with pytest.raises(SessionNotFoundError):
             await sessions_admin.delete(store, WEATHER)
         pruned = await sessions_admin.prune(store, 100, None)
-        assert pruned == {"deleted": 2, "older_than_days": 100.0, "source": None}
+        assert pruned == {"deleted": 2, "older_than_days": 100.0, "source": None, "skipped": []}
         json.dumps([renamed, deleted, pruned])
         with pytest.raises(InvalidPruneAgeError):
             await sessions_admin.prune(store, float("nan"), None)

@@ -41,7 +41,7 @@ async def test_handoff_to_a_discord_thread_and_continue_there(
         assert thread["parent_id"] == general and thread["name"] == "Hermes — Seven"
         [summary] = await fake.wait_sent(1, timeout=WAIT, match=in_channel(thread["id"]))
         assert summary["text"].startswith('echo: [This session ("Seven") was just handed off')
-        key = f"agent:main:discord:thread:{general}:{thread['id']}"
+        key = f"agent:main:discord:group:{general}:{thread['id']}"
         assert bound(gw.db_path, key) == sid
         await fake.wait_for(
             lambda: gw.adapter._client is not None and gw.adapter._client.get_channel(int(thread["id"])),

@@ -37,7 +37,7 @@ async def test_handoff_to_a_slack_thread_and_continue_there(
         done = await api("/handoff slack")
         assert done.startswith("Handoff complete: handed off to slack.")
         (key,), = rows(gw.db_path, "SELECT target_key FROM gateway_handoffs WHERE state = 'completed'")
-        prefix = f"agent:main:slack:thread:{CHANNEL}:"
+        prefix = f"agent:main:slack:group:{CHANNEL}:"
         assert key.startswith(prefix) and bound(gw.db_path, key) == sid
         thread_ts = key[len(prefix):]
         replies = await fake.wait_reply(CHANNEL, thread_ts, timeout=WAIT)

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapters.base import ChatType, InboundMessage
+from adapters.base import Adapter, ChatType, InboundMessage
 from gateway.routing.session_key import SessionKeySettings, build_session_key, is_shared_session
 
 DEFAULT = SessionKeySettings()
@@ -93,25 +93,26 @@ TABLE: list[tuple[ChatType, str | None, str | None, tuple[str, str, str, str]]] 
         None,
         (f"{P}:channel:c1:t1", f"{P}:channel:c1:t1:", f"{P}:channel:c1:t1", f"{P}:channel:c1:t1"),
     ),
-    # A THREAD chat is shared across participants even without a thread id.
+    # A THREAD chat (a Discord or Slack thread, its channel as the chat) keys as the
+    # reference's "group thread" on every platform, and is shared even without a thread id.
     (
         ChatType.THREAD,
         None,
         "u1",
-        (f"{P}:thread:c1", f"{P}:thread:c1:u1", f"{P}:thread:c1", f"{P}:thread:c1"),
+        (f"{P}:group:c1", f"{P}:group:c1:u1", f"{P}:group:c1", f"{P}:group:c1"),
     ),
-    (ChatType.THREAD, None, None, (f"{P}:thread:c1",) * 4),
+    (ChatType.THREAD, None, None, (f"{P}:group:c1",) * 4),
     (
         ChatType.THREAD,
         "t1",
         "u1",
-        (f"{P}:thread:c1:t1", f"{P}:thread:c1:t1:u1", f"{P}:thread:c1:t1", f"{P}:thread:c1:t1"),
+        (f"{P}:group:c1:t1", f"{P}:group:c1:t1:u1", f"{P}:group:c1:t1", f"{P}:group:c1:t1"),
     ),
     (
         ChatType.THREAD,
         "t1",
         None,
-        (f"{P}:thread:c1:t1", f"{P}:thread:c1:t1:", f"{P}:thread:c1:t1", f"{P}:thread:c1:t1"),
+        (f"{P}:group:c1:t1", f"{P}:group:c1:t1:", f"{P}:group:c1:t1", f"{P}:group:c1:t1"),
     ),
 ]
 
@@ -160,6 +161,48 @@ def test_reference_examples() -> None:
     assert build_session_key(topic, DEFAULT) == "agent:main:telegram:group:-1002285219667:17585"
     per_user_threads = SessionKeySettings(thread_sessions_per_user=True)
     assert build_session_key(topic, per_user_threads) == "agent:main:telegram:group:-1002285219667:17585:42"
+
+
+def _platform_adapters() -> list[Adapter]:
+    from adapters.discord import DiscordAdapter, DiscordSettings
+    from adapters.slack import SlackAdapter, SlackSettings
+    from adapters.telegram import TelegramAdapter, TelegramSettings
+
+    return [TelegramAdapter(TelegramSettings(token="1:abc")), DiscordAdapter(DiscordSettings(token="t")),
+            SlackAdapter(SlackSettings(bot_token="xoxb-1", app_token="xapp-1"))]
+
+
+# The chat type a platform's group or channel messages carry (what its adapter reports,
+# per the adapters' _inbound docstrings): Telegram groups are groups, Discord guild
+# channels and Slack channels are channels.
+_ROOM_TYPE = {"telegram": ChatType.GROUP, "discord": ChatType.CHANNEL, "slack": ChatType.CHANNEL}
+
+
+@pytest.mark.parametrize("adapter", _platform_adapters(), ids=lambda a: a.platform)
+def test_the_reference_key_table_row_by_row(adapter: Adapter) -> None:
+    """sessions.md, "Chat Type | Default Key Format", for each platform, on messages
+    described as that platform's adapter describes them."""
+    p = adapter.platform
+    room = _ROOM_TYPE[p]
+
+    def key(message: InboundMessage, **flags: bool) -> str:
+        return build_session_key(message, SessionKeySettings(**flags))
+
+    # DM: agent:main:<platform>:dm:<chat_id>
+    assert key(msg(ChatType.DM, "99", platform=p, user_id="99")) == f"agent:main:{p}:dm:99"
+    # Group chat: agent:main:<platform>:group:<chat_id>:<user_id>
+    assert key(msg(ChatType.GROUP, "g1", platform=p, user_id="u7")) == f"agent:main:{p}:group:g1:u7"
+    # Group thread/topic: agent:main:<platform>:group:<chat_id>:<thread_id>, shared by default ...
+    alice = adapter.inbound_in_thread("g1", room, "t5", user_id="alice", text="hi")
+    bob = adapter.inbound_in_thread("g1", room, "t5", user_id="bob", text="hi")
+    assert key(alice) == key(bob) == f"agent:main:{p}:group:g1:t5"
+    # ... per user with thread_sessions_per_user: true.
+    assert key(alice, thread_sessions_per_user=True) == f"agent:main:{p}:group:g1:t5:alice"
+    # Channel: agent:main:<platform>:channel:<chat_id>:<user_id>
+    assert key(msg(ChatType.CHANNEL, "c1", platform=p, user_id="u7")) == f"agent:main:{p}:channel:c1:u7"
+    # group_sessions_per_user: false -> one shared session per room.
+    assert key(msg(room, "g1", platform=p, user_id="u7"), group_sessions_per_user=False) == (
+        f"agent:main:{p}:{room.value}:g1")
 
 
 def test_reference_table_channel() -> None:
@@ -335,7 +378,9 @@ def conversation(message: InboundMessage, key_settings: SessionKeySettings) -> t
     isolate = key_settings.group_sessions_per_user and (
         not in_thread or key_settings.thread_sessions_per_user
     )
-    return (message.platform, message.chat_type.value, chat, thread, user if isolate else None)
+    # A thread chat is a thread of its chat, as the reference's key table says of every thread.
+    kind = ChatType.GROUP.value if message.chat_type == ChatType.THREAD else message.chat_type.value
+    return (message.platform, kind, chat, thread, user if isolate else None)
 
 
 ALL_SETTINGS = [SessionKeySettings(group_sessions_per_user=g, thread_sessions_per_user=t) for g, t in FLAGS]
