@@ -20,13 +20,13 @@ from core.agent import Agent, TurnRequest
 from gateway.errors import GatewayError, LanesClosedError, ModelNotConfiguredError, describe
 from gateway.logs import redact
 from gateway.routing.delivery import record_reply
+from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
 from gateway.routing.session_key import is_shared_session
 
 log = structlog.get_logger("hermes.router")
 
 AgentMaker = Callable[[Services, TurnRequest], Agent]
-MemoryFlush = Callable[[Services, str], Awaitable[None]]
 
 
 class _Outbox:
@@ -47,7 +47,8 @@ class Turns:
                  memory_flush: MemoryFlush | None = None) -> None:
         self.services = services
         self._make_agent = make_agent
-        self._memory_flush = memory_flush
+        #: automatic resets and the agent's turn before each (the daemon's sweeper runs them too)
+        self.resets = Resets(services, memory_flush)
         self._accepting = True
 
     def stop_intake(self) -> None:
@@ -109,13 +110,11 @@ class Turns:
 
     async def _turn_outcome(self, msg: InboundMessage, key: str, text: str) -> bool:
         services = self.services
-        due = await services.index.due_reset(key)
-        if due is not None and self._memory_flush is not None:
-            try:
-                await self._memory_flush(services, due)
-            except Exception:  # saving memories must never cost the user their answer
-                log.exception("router.memory_flush_failed", session_id=due)
         binding = await services.index.resolve(key, msg, model=services.model_name)
+        if binding.reset_reason is not None and binding.previous_session_id is not None:
+            # The sweeper had not come by yet: the ended session gets its turn in the
+            # background, and this message does not wait for it.
+            self.resets.flush_in_background(binding.previous_session_id)
         with structlog.contextvars.bound_contextvars(session_id=binding.session_id):
             if binding.created:
                 log.info("router.session_started", reset_reason=binding.reset_reason,
