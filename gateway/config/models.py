@@ -23,6 +23,7 @@ __all__ = [
     "GatewayConfig",
     "LoggingConfig",
     "ModelConfig",
+    "ModelPrice",
     "PlatformsConfig",
     "SessionResetConfig",
     "SessionsConfig",
@@ -144,6 +145,20 @@ class AgentConfig(_Section):
     toolsets: dict[str, ToolsetsConfig] = Field(default_factory=dict)
 
 
+class ModelPrice(_Section):
+    """``pricing.<model>``: US dollars per million tokens, for the cost in ``hermes-gateway insights``.
+
+    ``input`` applies to the prompt tokens that were not cache reads (the
+    OpenAI API counts those among the prompt tokens); cache reads and writes
+    cost ``input`` unless priced on their own.
+    """
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+
+
 class Settings(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
@@ -154,6 +169,8 @@ class Settings(_Section):
     platforms: PlatformsConfig = Field(default_factory=PlatformsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
+    #: model name -> its prices (no entry: that model's cost is not shown)
+    pricing: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 def secret_values(model: BaseModel) -> list[str]:

@@ -10,7 +10,7 @@ By job:
   transactions, replays, checkpoints), ``_writer_stats``; ``_reader``.
 - ``_store``: ``StateStore``, the async door the rest of the code uses.
 - ``_ops`` (writes), ``_queries`` (reads), ``_search``, ``_search_plan``,
-  ``_fts``: sessions and messages.
+  ``_fts``: sessions and messages; ``_usage``: token usage over time.
 - ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``,
   ``_home_channels``: the gateway's tables.
 
@@ -29,6 +29,7 @@ from . import _outbound as outbound
 from . import _ownership as ownership
 from . import _queries as queries
 from . import _search as search
+from . import _usage as usage
 from ._connection import open_readonly_connection, quick_check
 from ._fts import sanitize_fts5_query
 from ._lock import WriterLock, lock_path_for, read_holder_pid
@@ -65,4 +66,5 @@ __all__ = [
     "read_holder_pid",
     "sanitize_fts5_query",
     "search",
+    "usage",
 ]
