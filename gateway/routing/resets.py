@@ -27,31 +27,31 @@ log = structlog.get_logger("hermes.router")
 #: the agent's turn on a session that an automatic reset ends (memories and skills)
 MemoryFlush = Callable[[Services, str], Awaitable[None]]
 
-#: how many flushed session ids are remembered, so a session is flushed once even
-#: when the sweeper and its chat's next message both find it due
-_REMEMBERED = 1024
-
-
 class Resets:
     def __init__(self, services: Services, flush: MemoryFlush | None) -> None:
         self._services = services
         self._flush = flush
         self._tasks = BackgroundTasks()
-        self._started: dict[str, None] = {}  # insertion-ordered: the oldest are forgotten first
+        self._running: set[str] = set()
 
     def flush_in_background(self, session_id: str) -> None:
-        """Give the agent its turn on ``session_id``, once, without anyone waiting for it."""
-        if self._flush is None or session_id in self._started:
-            return
-        self._started[session_id] = None
-        while len(self._started) > _REMEMBERED:
-            del self._started[next(iter(self._started))]
-        self._tasks.spawn(self._run(session_id), name=f"reset-flush:{session_id}")
+        """Give the agent its turn on ``session_id`` without anyone waiting for it.
 
-    async def _run(self, session_id: str) -> None:
-        assert self._flush is not None
+        Whoever ended the session calls this (the sweep, or the message that
+        rotated it), and only one of them can have ended it; a flush already
+        running for the session is not started twice.
+        """
+        if self._flush is None or session_id in self._running:
+            return
+        self._running.add(session_id)
+        self._tasks.spawn(self._run(self._flush, session_id), name=f"reset-flush:{session_id}")
+
+    async def _run(self, flush: MemoryFlush, session_id: str) -> None:
         log.info("router.reset_flush_started", session_id=session_id)
-        await self._flush(self._services, session_id)
+        try:
+            await flush(self._services, session_id)
+        finally:
+            self._running.discard(session_id)
 
     async def sweep(self) -> int:
         """End every session whose reset is due now and flush each; how many were ended.
