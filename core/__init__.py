@@ -4,6 +4,7 @@
 ``gateway`` or ``adapters``.
 """
 
+from ._background import BackgroundTasks
 from ._settings import AgentSettings
 from .agent import Agent, AgentHost, AnswerOp, HermesAgent, QuestionOp, TurnRequest, TurnResult
 from .compression import CompressOutcome, estimate_tokens
@@ -30,6 +31,7 @@ __all__ = [
     "AgentRuntime",
     "AgentSettings",
     "AnswerOp",
+    "BackgroundTasks",
     "ChatResult",
     "CompressOutcome",
     "CompressionError",

@@ -223,7 +223,8 @@ def split_session_op(
                                    "send /compress again in the chat's current session.")
         if usage:
             ops.record_usage(conn, old_id, **usage)
-        new_id = new_session_id("gateway")
+        # A terminal session stays in the terminal's 6-hex id form (the reference's), a chat's in 8.
+        new_id = new_session_id("terminal" if row[0] == "cli" else "gateway")
         now = time.time()
         ops.create_session(conn, new_id, row[0], model=row[2], user_id=row[1], parent_session_id=old_id,
                            system_prompt=system_prompt, started_at=now)

@@ -36,7 +36,7 @@ from .compression import (
     summarise,
 )
 from .errors import CompressionError
-from .learning import MEMORY_TOOL, review_prompt
+from .learning import MEMORY_TOOL, SKILL_TOOL, review_prompt
 from .llm import ModelClient
 from .prompt import PromptContext, SkillEntry, build_system_prompt
 from .titles import auto_title
@@ -51,6 +51,12 @@ FLUSH_PROMPT = (
     "[System: this session is about to be compressed or closed, and older messages will no longer be "
     "visible. Save anything worth remembering with the memory tool now (preferences, facts about the user, "
     "lessons learned). If nothing needs saving, reply 'nothing to save'.]"
+)
+RESET_FLUSH_PROMPT = (
+    "[System: this session is being reset, and the next conversation starts without it. Save anything worth "
+    "remembering now: durable facts and preferences with the memory tool, and any reusable multi-step "
+    "procedure worked out here as a skill with skill_manage (check skills_list first to patch an existing "
+    "one rather than duplicating it). If nothing needs saving, reply 'nothing to save'.]"
 )
 FLUSH_MAX_ITERATIONS = 3
 REVIEW_TOOLS = ("memory", "skills_list", "skill_view", "skill_manage")
@@ -145,8 +151,10 @@ class AgentRuntime:
         return result.used_tools
 
     async def memory_flush(self, session_id: str, *, platform: str | None = None,
-                           messages: Sequence[dict[str, Any]] | None = None) -> bool:
-        """One chance for the model to save memories from a session about to end or be compressed.
+                           messages: Sequence[dict[str, Any]] | None = None, skills: bool = False) -> bool:
+        """One chance for the model to save memories from a session about to end or be compressed;
+        with ``skills`` (before an automatic reset, as the reference has it) skills too.
+        True when it saved something.
 
         The model sees the latest of ``messages`` (default: the whole history)
         that fit in half the compression threshold: the flush runs exactly when
@@ -158,21 +166,24 @@ class AgentRuntime:
         if session is None:
             return False
         platform = platform or str(session.get("source") or "unknown")
-        tools = self.tools_for(platform).only([MEMORY_TOOL])
-        if MEMORY_TOOL not in tools:
+        tools = self.tools_for(platform).only(REVIEW_TOOLS if skills else [MEMORY_TOOL])
+        if MEMORY_TOOL not in tools and SKILL_TOOL not in tools:
             return False
+        prompt = RESET_FLUSH_PROMPT if skills else FLUSH_PROMPT
+        # Looking up a skill before patching it takes a call or two more than saving a memory.
+        iterations = max(FLUSH_MAX_ITERATIONS, self.settings.review_max_iterations) if skills else FLUSH_MAX_ITERATIONS
         system = str(session.get("system_prompt") or await self.build_prompt(platform, "dm"))
-        fixed = estimate_tokens([{"role": "system", "content": system}, {"role": "user", "content": FLUSH_PROMPT}])
+        fixed = estimate_tokens([{"role": "system", "content": system}, {"role": "user", "content": prompt}])
         source = list(messages) if messages is not None else history
         window = recent_window(source, self.settings.compression_at // 2 - fixed)
         if not window:
             log.info("agent.memory_flush_skipped", session_id=session_id, messages=len(source))
             return False
-        used = await self._side_loop(session_id, platform, system, window, FLUSH_PROMPT, tools,
-                                     FLUSH_MAX_ITERATIONS)
-        log.info("agent.memory_flush", session_id=session_id, saved=MEMORY_TOOL in used,
+        used = await self._side_loop(session_id, platform, system, window, prompt, tools, iterations)
+        saved = bool(used & {MEMORY_TOOL, SKILL_TOOL})
+        log.info("agent.memory_flush", session_id=session_id, saved=saved, skills=skills,
                  shown=len(window), of=len(source))
-        return MEMORY_TOOL in used
+        return saved
 
     async def review(self, session_id: str, platform: str, session_key: str, system: str,
                      snapshot: Sequence[dict[str, Any]], *, memory: bool, skills: bool) -> set[str]:

@@ -76,6 +76,7 @@ from .sqlite import (
     read_holder_pid,
     sanitize_fts5_query,
     search,
+    usage,
 )
 
 __all__ = [
@@ -132,4 +133,5 @@ __all__ = [
     "sanitize_fts5_query",
     "search",
     "split_lineage_title",
+    "usage",
 ]

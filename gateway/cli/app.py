@@ -13,9 +13,11 @@ import typer
 
 from gateway.cli._help import PlainHelpGroup
 from gateway.cli.chat import chat as chat_command
+from gateway.cli.insights import insights as insights_command
 from gateway.cli.ops import register as register_ops_commands
 from gateway.cli.service import service_app
 from gateway.cli.sessions import sessions_app
+from gateway.cli.sessions_browse import browse as browse_sessions
 from gateway.config import default_home, load_config
 from gateway.errors import EX_CONFIG, ConfigError
 from gateway.logs import configure_logging
@@ -85,10 +87,12 @@ def version() -> None:
     typer.echo(_version())
 
 
+sessions_app.command("browse")(browse_sessions)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(service_app, name="service")
 register_ops_commands(app)
 app.command("chat")(chat_command)
+app.command("insights")(insights_command)
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""``hermes-gateway sessions …``: list, export, rename, delete, prune, stats.
+"""``hermes-gateway sessions …``: list, export, rename, delete, prune, stats (``browse``: sessions_browse).
 
 Reads open a read-only connection of their own (no writer, no lock), so they
 work beside a running daemon, and need nothing from config.yaml: a broken one
@@ -41,7 +41,7 @@ DB_NAME = "state.db"
 PROGRESS_MIN_SESSIONS = 20
 
 sessions_app = typer.Typer(
-    help="List, export, rename, delete and prune stored sessions.",
+    help="List, browse, export, rename, delete and prune stored sessions.",
     no_args_is_help=True,
     add_completion=False,
 )

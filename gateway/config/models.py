@@ -24,6 +24,7 @@ __all__ = [
     "GatewayConfig",
     "LoggingConfig",
     "ModelConfig",
+    "ModelPrice",
     "PlatformsConfig",
     "SessionResetConfig",
     "SessionSearchConfig",
@@ -172,6 +173,20 @@ class DisplayConfig(_Section):
     resume_display: Literal["full", "minimal"] = "full"
 
 
+class ModelPrice(_Section):
+    """``pricing.<model>``: US dollars per million tokens, for the cost in ``hermes-gateway insights``.
+
+    ``input`` applies to the prompt tokens that were not cache reads (the
+    OpenAI API counts those among the prompt tokens); cache reads and writes
+    cost ``input`` unless priced on their own.
+    """
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+    cache_read: float | None = Field(default=None, ge=0)
+    cache_write: float | None = Field(default=None, ge=0)
+
+
 class Settings(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
@@ -184,6 +199,8 @@ class Settings(_Section):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     display: DisplayConfig = Field(default_factory=DisplayConfig)
+    #: model name -> its prices (no entry: that model's cost is not shown)
+    pricing: dict[str, ModelPrice] = Field(default_factory=dict)
 
 
 def secret_values(model: BaseModel) -> list[str]:

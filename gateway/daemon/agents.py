@@ -34,7 +34,8 @@ class DefaultAgents:
         return self.runtime(services).agent(request)
 
     async def memory_flush(self, services: Services, session_id: str) -> None:
-        await self.runtime(services).memory_flush(session_id)
+        """The agent's turn before an automatic reset: memories and skills, as the reference has it."""
+        await self.runtime(services).memory_flush(session_id, skills=True)
 
     async def compress(self, services: Services, session_key: str, session_id: str) -> str:
         return (await self.runtime(services).compress(session_key, session_id)).reply

@@ -24,10 +24,11 @@ from gateway.routing.delivery import Delivery
 from gateway.routing.home_channels import HomeChannels
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
+from gateway.routing.resets import MemoryFlush
 from gateway.routing.router import Router
 from gateway.routing.services import Services
 from gateway.routing.session_index import SessionIndex
-from gateway.routing.turns import AgentMaker, MemoryFlush, Turns
+from gateway.routing.turns import AgentMaker, Turns
 from storage import StateStore
 
 

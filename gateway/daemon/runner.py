@@ -35,9 +35,10 @@ from gateway.errors import ConfigError
 from gateway.http import add_health_routes
 from gateway.logs import register_secrets
 from gateway.routing.metrics import GatewayMetrics
+from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.router import Router
 from gateway.routing.services import Services
-from gateway.routing.turns import AgentMaker, MemoryFlush
+from gateway.routing.turns import AgentMaker
 from storage import AutoPruneSettings, StateStore
 
 log = structlog.get_logger("hermes.runner")
@@ -165,6 +166,8 @@ class Gateway:
                 await control.stop()
             if http is not None:
                 await http.cleanup()
+            if self.runtime is not None:
+                await self.runtime.turns.resets.aclose()  # flushes before a reset use the store and the model
             if isinstance(agents, DefaultAgents):
                 await agents.aclose()  # background reviews and titles, before their store closes
             if client is not None:
@@ -187,7 +190,7 @@ class Gateway:
                 for name, adapter in adapters.items():
                     self.adapter_states[name] = AdapterState(name)
                     tg.start_soon(self._supervise, name, adapter, services, name=f"adapter:{name}")
-                tg.start_soon(self._sweeper, services, name="sweeper")
+                tg.start_soon(self._sweeper, services, runtime.turns.resets, name="sweeper")
                 tg.start_soon(self.notifier.watchdog, name="sd-watchdog")
                 if not self.standalone:  # a terminal chat without the daemon publishes nothing
                     publisher = StatePublisher(self.config.home, self, services.started_at)
@@ -249,7 +252,7 @@ class Gateway:
         except Exception:
             log.exception("delivery.recovery_failed", adapter=name)
 
-    async def _sweeper(self, services: Services) -> None:
+    async def _sweeper(self, services: Services, resets: Resets) -> None:
         interval = self.config.settings.gateway.sweep_interval_seconds
         while True:
             await asyncio.sleep(interval)
@@ -259,3 +262,8 @@ class Gateway:
                     log.info("sweeper.dedupe", removed=swept)
             except Exception:
                 log.exception("sweeper.failed")
+            try:
+                # Automatic resets are decided here, when due, not on the chat's next message.
+                await resets.sweep()
+            except Exception:
+                log.exception("sweeper.resets_failed")

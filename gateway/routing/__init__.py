@@ -6,11 +6,12 @@ from gateway.routing.commands import Command, CommandContext, CommandRegistry, p
 from gateway.routing.delivery import Delivery
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
+from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.router import Router
 from gateway.routing.services import Compressor, Handoffs, Services
 from gateway.routing.session_index import SessionIndex
 from gateway.routing.session_key import SessionKeySettings, build_session_key
-from gateway.routing.turns import AgentMaker, MemoryFlush, Turns
+from gateway.routing.turns import AgentMaker, Turns
 
 __all__ = [
     "AgentMaker",
@@ -24,6 +25,7 @@ __all__ = [
     "Handoffs",
     "Lanes",
     "MemoryFlush",
+    "Resets",
     "Router",
     "Services",
     "SessionIndex",

@@ -156,6 +156,33 @@ class SessionIndex:
             return None
         return row.session_id
 
+    async def due_resets(self) -> list[tuple[str, str]]:
+        """Every (key, session) the reset policy would rotate now."""
+        if self._policy.mode == "none":
+            return []
+        now = time.time()
+        rows = await self._store.read(bindings.live_entries)
+        return [(key, row.session_id) for key, row in rows
+                if reset_reason(self._policy, _last_active(row), now) is not None]
+
+    async def end_if_due(self, key: str, session_id: str) -> str | None:
+        """End the key's session when the reset policy says its time is up, decided when
+        it becomes due (the sweeper) instead of on the chat's next message. The key
+        keeps pointing at it; that message heals the entry to a fresh session. Returns
+        the reason, or None when nothing changed (the key moved on, or a message came)."""
+
+        def op(conn: sqlite3.Connection) -> str | None:
+            now = time.time()
+            row = bindings.lookup(conn, key)  # again, under the write lock
+            if row is None or row.session_id != session_id or not _live(row):
+                return None
+            reason = reset_reason(self._policy, _last_active(row), now)
+            if reason is not None:
+                ops.end_session(conn, session_id, f"session_reset:{reason}", at=now)
+            return reason
+
+        return await self._store.write(op)
+
     async def resolve(self, key: str, msg: InboundMessage, *, model: str | None = None) -> Binding:
         """The session for this message: the bound one, or a new one when there is
         none, it ended or vanished, or the reset policy says its time is up."""

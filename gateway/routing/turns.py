@@ -26,6 +26,7 @@ from gateway.errors import (
 )
 from gateway.logs import redact
 from gateway.routing.delivery import record_reply
+from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
 from gateway.routing.session_index import Binding
 from gateway.routing.session_key import is_shared_session
@@ -37,7 +38,6 @@ log = structlog.get_logger("hermes.router")
 STOPPED_REPLY = "⚡ Stopped before the answer was finished. Everything said so far is kept in the session."
 
 AgentMaker = Callable[[Services, TurnRequest], Agent]
-MemoryFlush = Callable[[Services, str], Awaitable[None]]
 
 
 class _Outbox:
@@ -58,7 +58,8 @@ class Turns:
                  memory_flush: MemoryFlush | None = None) -> None:
         self.services = services
         self._make_agent = make_agent
-        self._memory_flush = memory_flush
+        #: automatic resets and the agent's turn before each (the daemon's sweeper runs them too)
+        self.resets = Resets(services, memory_flush)
         self._accepting = True
 
     def stop_intake(self) -> None:
@@ -139,13 +140,12 @@ class Turns:
                 "This request was taken before, and its conversation has moved on since, so it cannot be "
                 "answered again. Send it as a new request (with a new Idempotency-Key)."))
             return None
-        due = await services.index.due_reset(key)
-        if due is not None and self._memory_flush is not None:
-            try:
-                await self._memory_flush(services, due)
-            except Exception:  # saving memories must never cost the user their answer
-                log.exception("router.memory_flush_failed", session_id=due)
-        return await services.index.resolve(key, msg, model=services.model_name)
+        binding = await services.index.resolve(key, msg, model=services.model_name)
+        if binding.reset_reason is not None and binding.previous_session_id is not None:
+            # The sweeper had not come by yet: the ended session gets its turn in the
+            # background, and this message does not wait for it.
+            self.resets.flush_in_background(binding.previous_session_id)
+        return binding
 
     async def _turn_outcome(self, msg: InboundMessage, key: str, text: str,
                             resume: SeenMessage | None = None) -> bool:

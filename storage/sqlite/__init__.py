@@ -12,7 +12,7 @@ By job:
 - ``_store``: ``StateStore``, the async door the rest of the code uses.
 - ``_ops`` (writes), ``_queries`` (reads), ``_search``, ``_search_plan``,
   ``_fts``: sessions and messages; ``_prune``: what a prune deletes and
-  which ended sessions it keeps for a lineage.
+  which ended sessions it keeps for a lineage; ``_usage``: token usage over time.
 - ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``,
   ``_home_channels``: the gateway's tables.
 
@@ -31,6 +31,7 @@ from . import _outbound as outbound
 from . import _ownership as ownership
 from . import _queries as queries
 from . import _search as search
+from . import _usage as usage
 from ._connection import open_readonly_connection, quick_check
 from ._fts import sanitize_fts5_query
 from ._lock import WriterLock, lock_path_for, read_holder_pid
@@ -69,4 +70,5 @@ __all__ = [
     "read_holder_pid",
     "sanitize_fts5_query",
     "search",
+    "usage",
 ]

@@ -34,6 +34,26 @@ def lookup(conn: sqlite3.Connection, key: str) -> IndexEntry | None:
     )
 
 
+def live_entries(conn: sqlite3.Connection) -> list[tuple[str, IndexEntry]]:
+    """Every key bound to a session that exists and has not ended, with its entry (the
+    reset sweep: which chats a policy may rotate now)."""
+    rows = conn.execute(
+        "SELECT i.session_key, i.session_id, i.updated_at, s.ended_at, "
+        "(SELECT MAX(m.timestamp) FROM messages m WHERE m.session_id = i.session_id) AS last_message_at "
+        "FROM gateway_session_index i JOIN sessions s ON s.id = i.session_id WHERE s.ended_at IS NULL"
+    ).fetchall()
+    return [
+        (str(row["session_key"]), IndexEntry(
+            session_id=str(row["session_id"]),
+            updated_at=float(row["updated_at"]),
+            session_exists=True,
+            ended_at=None,
+            last_message_at=None if row["last_message_at"] is None else float(row["last_message_at"]),
+        ))
+        for row in rows
+    ]
+
+
 def bound_session(conn: sqlite3.Connection, key: str) -> tuple[str, float] | None:
     """The session the key points at now and when it was bound there, without looking at the session."""
     row = conn.execute(

@@ -385,3 +385,17 @@ async def test_stop_during_the_summary_leaves_the_chat_where_it_was(
             await asyncio.wait_for(turn, 30)
     assert _assert_chat_on_live_history(db_path) == "s1"
     assert _session_ids(db_path) == ["s1"]
+
+
+@pytest.mark.parametrize(("source", "hex_digits"), [("cli", 6), ("telegram", 8)])
+async def test_a_compressed_session_keeps_the_id_form_of_its_source(store: StateStore, source: str,
+                                                                    hex_digits: int) -> None:
+    await store.create_session("t1", source)
+    for m in _msgs(12, 50):
+        await store.persist_message("t1", m)
+    history = await store.get_messages_as_conversation("t1")
+    plan = Plan(history[:3], history[3:-2], history[-2:])
+    split = await store.write(split_session_op("t1", plan, "summary", "prompt", None))
+    stamp, clock, suffix = split.new_session_id.split("_")
+    assert (len(stamp), len(clock), len(suffix)) == (8, 6, hex_digits)
+    int(suffix, 16)

@@ -3,7 +3,8 @@
 Tests queue what the next requests get (``reply``, ``reply_tool_calls``,
 ``fail``, ``respond``, ``delay``, ``hang``); once the script runs out, the
 ``responder`` answers (by default it echoes the last user message as
-``"echo: <text>"``). Every request is recorded in ``requests``.
+``"echo: <text>"``). ``hold_when`` holds back the requests that match, whenever
+they come, until the test lets them go. Every request is recorded in ``requests``.
 """
 
 from __future__ import annotations
@@ -70,6 +71,15 @@ class _Hang:
 _Step = _Reply | _Raw | _Delay | _Hang
 
 
+@dataclass(frozen=True)
+class Hold:
+    """Requests matching ``matches`` wait until ``release`` is set; ``arrived`` is set by the first."""
+
+    matches: Callable[[dict[str, Any]], bool]
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+
 class FakeOpenAI:
     """``POST /v1/chat/completions`` (optionally streamed) and ``GET /v1/models``."""
 
@@ -85,6 +95,7 @@ class FakeOpenAI:
         self.api_key = api_key  # when set, requests without "Bearer <api_key>" get a 401
         self.requests: list[RecordedRequest] = []
         self._script: deque[_Step] = deque()
+        self._holds: list[Hold] = []
         self._release = asyncio.Event()  # lets hung handlers finish when the server stops
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
@@ -190,6 +201,14 @@ class FakeOpenAI:
         self._script.append(_Delay(seconds))
         return self
 
+    def hold_when(self, matches: Callable[[dict[str, Any]], bool]) -> Hold:
+        """Hold back every request whose JSON body ``matches`` until ``release`` of the returned
+        ``Hold`` is set; it then takes the script's next step (or the responder's answer).
+        Unlike the script, this does not depend on the order requests arrive in."""
+        hold = Hold(matches)
+        self._holds.append(hold)
+        return hold
+
     def hang(self) -> Self:
         """Never answer the next request (until the server stops): for client timeouts."""
         self._script.append(_Hang())
@@ -227,6 +246,14 @@ class FakeOpenAI:
         denied = self._unauthorized(recorded)
         if denied is not None:
             return denied
+        for hold in self._holds:
+            if isinstance(recorded.body, dict) and hold.matches(recorded.body):
+                hold.arrived.set()
+                release = asyncio.ensure_future(hold.release.wait())
+                stopped = asyncio.ensure_future(self._release.wait())
+                await asyncio.wait({release, stopped}, return_when=asyncio.FIRST_COMPLETED)
+                release.cancel()
+                stopped.cancel()
         # Take this request's steps now, so requests arriving while it waits get the next ones.
         step, wait = self._next_step(), 0.0
         while isinstance(step, _Delay):

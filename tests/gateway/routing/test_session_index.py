@@ -299,3 +299,22 @@ async def test_start_new_over_an_ended_session_keeps_its_reason(store: StateStor
     new = await index.start_new(KEY, message(), "second_reason")
     assert new.previous_session_id == old.session_id
     assert (await session(store, old.session_id))["end_reason"] == "first_reason"
+
+
+async def test_the_sweep_ends_due_sessions_only_where_the_key_still_points(store: StateStore) -> None:
+    index = SessionIndex(store, SessionResetConfig(mode="idle", idle_minutes=30))
+    other = "agent:main:testchat:dm:u2"
+    due = await index.resolve(KEY, message())
+    fresh = await index.resolve(other, message("u2"))
+    await set_last_active(store, KEY, time.time() - 31 * 60)
+    assert await index.due_resets() == [(KEY, due.session_id)]
+    # A message rotated the key in between: the sweep leaves the new session alone.
+    moved = await index.resolve(KEY, message())
+    assert await index.end_if_due(KEY, due.session_id) is None
+    assert (await session(store, moved.session_id))["ended_at"] is None
+    # Due and still bound: ended with the policy's reason, the key kept for the next message to heal.
+    await set_last_active(store, KEY, time.time() - 31 * 60)
+    assert await index.end_if_due(KEY, moved.session_id) == "idle"
+    assert (await session(store, moved.session_id))["end_reason"] == "session_reset:idle"
+    assert await index.current(KEY) is None and await index.due_resets() == []
+    assert await index.current(other) == fresh.session_id
