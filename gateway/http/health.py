@@ -5,7 +5,9 @@
   do: container health checks and orchestrators restart on it, and a restart
   does not bring back a Telegram outage. The body lists adapter states and
   counters, nothing sensitive: it is open to anyone who reaches the port.
-- ``/readyz``: storage takes a write, and every enabled adapter is *live* by
+- ``/readyz``: storage takes a write, no write failed for want of disk in the last
+  ``DISK_FAULT_HOLD`` seconds (full, I/O error, read-only: the writer's ``last_disk_fault``),
+  the disk holding state.db has ``MIN_FREE_BYTES`` free, and every enabled adapter is *live* by
   inbound liveness: an adapter that can tell (``adapter.health`` and
   ``adapter.health_reason``, e.g. Telegram's getUpdates watchdog) says so
   itself; otherwise the runner's supervision state decides. Per adapter:
@@ -24,7 +26,9 @@ import asyncio
 import hmac
 import ipaddress
 import math
+import os
 import time
+from pathlib import Path
 from typing import Protocol
 
 import structlog
@@ -41,6 +45,11 @@ log = structlog.get_logger("hermes.health")
 STORAGE_PROBE_TIMEOUT = 5.0
 #: how long /readyz reuses a storage probe's answer
 STORAGE_PROBE_TTL = 2.0
+#: a write refused by the disk keeps the daemon not ready this long (small writes may still fit
+#: while the next message will not; the free-space check tells when the disk has room again)
+DISK_FAULT_HOLD = 60.0
+#: less free space than this on state.db's filesystem: the next messages may not fit
+MIN_FREE_BYTES = 16 * 1024 * 1024
 
 
 class HealthSource(SnapshotSource, Protocol):
@@ -64,7 +73,22 @@ async def _storage_readiness(src: HealthSource) -> AdapterReadiness:
         return AdapterReadiness("degraded", f"a write did not commit within {STORAGE_PROBE_TIMEOUT:g}s")
     except Exception as exc:
         return AdapterReadiness("failed", f"{type(exc).__name__}: {exc}")
+    free = _free_bytes(src.config.db_path.parent)
+    if free is not None and free < MIN_FREE_BYTES:
+        return AdapterReadiness("failed", f"the disk holding state.db has {free / 2**20:.1f} MiB free "
+                                          f"(less than {MIN_FREE_BYTES // 2**20} MiB): free space")
+    fault = src.services.store.writer.stats.last_disk_fault
+    if fault is not None and (ago := time.time() - fault[0]) < DISK_FAULT_HOLD:
+        return AdapterReadiness("failed", f"a write failed {ago:.0f} s ago: {fault[1]}")
     return AdapterReadiness("live")
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        st = os.statvfs(directory)
+    except (OSError, AttributeError):  # statvfs is POSIX only
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 class _StorageProbe:
