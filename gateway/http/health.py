@@ -7,13 +7,15 @@
   counters, nothing sensitive: it is open to anyone who reaches the port.
 - ``/readyz``: storage takes a write, no write failed for want of disk in the last
   ``DISK_FAULT_HOLD`` seconds (full, I/O error, read-only: the writer's ``last_disk_fault``),
-  the disk holding state.db has ``MIN_FREE_BYTES`` free, and every enabled adapter is *live* by
+  the disk holding state.db has ``MIN_FREE_BYTES`` free, the daemon has at least
+  ``LOW_HEADROOM`` of its file descriptors free (``fds``), and every enabled adapter is *live* by
   inbound liveness: an adapter that can tell (``adapter.health`` and
   ``adapter.health_reason``, e.g. Telegram's getUpdates watchdog) says so
   itself; otherwise the runner's supervision state decides. Per adapter:
   ``starting | live | degraded | failed`` with a reason. The storage probe
   is shared by concurrent requests and reused for ``STORAGE_PROBE_TTL``
-  seconds, so a flood of probes cannot load the writer.
+  seconds, so a flood of probes cannot load the writer. The body also shows
+  the HTTP server's open connections against ``max_connections``.
 - ``/metrics``: Prometheus text from ``GatewayMetrics``.
 - ``/readyz`` and ``/metrics`` need ``Authorization: Bearer <API_SERVER_KEY>``
   when the server listens beyond loopback and a key is set.
@@ -35,6 +37,8 @@ import structlog
 from aiohttp import web
 
 from gateway.config import LoadedConfig
+from gateway.http.fds import LOW_HEADROOM, fd_usage
+from gateway.http.server import HttpServer
 from gateway.routing.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.status import AdapterReadiness, SnapshotSource, adapters_readiness
 
@@ -58,6 +62,7 @@ class HealthSource(SnapshotSource, Protocol):
     config: LoadedConfig
     metrics: GatewayMetrics
     http_port: int | None
+    http_server: HttpServer | None
 
     @property
     def stopping(self) -> bool: ...
@@ -120,6 +125,25 @@ class _StorageProbe:
         return result
 
 
+def _fds_readiness() -> dict[str, object]:
+    usage = fd_usage()
+    if usage is None:  # no /proc: nothing to judge by
+        return {"state": "live", "reason": None}
+    body: dict[str, object] = {"state": "live", "reason": None, "open": usage.open, "limit": usage.limit}
+    if usage.low:
+        body.update(state="degraded", reason=f"{usage.describe()}, under {LOW_HEADROOM:.0%}: raise the "
+                                             "open-file limit (LimitNOFILE) or find what holds them")
+    return body
+
+
+def _http_body(src: HealthSource) -> dict[str, object] | None:
+    server = src.http_server
+    if server is None:
+        return None
+    return {"connections": server.connections, "max_connections": server.max_connections,
+            "refused": server.refused}
+
+
 def _healthz_body(src: HealthSource) -> tuple[int, dict[str, object]]:
     # Liveness only: adapter states are listed for people, they never fail the check.
     status = "stopping" if src.stopping else "ok"
@@ -175,11 +199,14 @@ def add_health_routes(app: web.Application, src: HealthSource) -> None:
             return _unauthorized()
         adapters = adapters_readiness(src)
         storage, checked_at = await probe.result()
-        ready = (not src.stopping and storage.state == "live"
+        fds = _fds_readiness()
+        ready = (not src.stopping and storage.state == "live" and fds["state"] == "live"
                  and all(a.state == "live" for a in adapters.values()))
         body = {
             "status": "stopping" if src.stopping else ("ready" if ready else "not_ready"),
             "storage": {**storage.as_dict(), "checked_at": checked_at},
+            "fds": fds,
+            "http": _http_body(src),
             "adapters": {name: a.as_dict() for name, a in adapters.items()},
         }
         return web.json_response(body, status=200 if ready else 503)

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import errno
 import os
+import resource
 import shutil
 import subprocess
 from collections.abc import Callable, Iterator
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from gateway.http import health
+from gateway.http import fd_usage, health
 from storage import StorageFullError
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import Running, run_gateway
@@ -126,3 +127,40 @@ async def test_a_really_full_disk_makes_readyz_503_with_the_reason(
             assert body["storage"]["state"] == "failed" and "full" in body["storage"]["reason"]
             monkeypatch.setattr(health, "DISK_FAULT_HOLD", 0.0)
             await until_ready(gw, ready, "ready once the disk has room")
+
+
+# -------------------------------------------------------------------- descriptors
+
+
+@contextlib.contextmanager
+def soft_fd_limit(limit: int) -> Iterator[None]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+async def test_readyz_is_503_while_the_daemon_runs_short_of_descriptors(tmp_path: Path) -> None:
+    async with run_gateway(tmp_path / "h", None) as gw:
+        body = await until_ready(gw, ready, "ready")
+        assert body["fds"]["state"] == "live" and body["fds"]["open"] > 0
+        assert body["http"]["max_connections"] > 0 and body["http"]["connections"] >= 1  # this request's
+        usage = fd_usage()
+        assert usage is not None
+        limit = usage.open + 300
+        held: list[int] = []
+        with soft_fd_limit(limit):
+            try:
+                # What a leak would look like: descriptors held until under 10% of the limit is free.
+                while len(held) < limit - usage.open - limit // 20:
+                    held.append(os.open(os.devnull, os.O_RDONLY))
+                body = await until_ready(gw, lambda code, b: code == 503, "the descriptors running short")
+                assert body["fds"]["state"] == "degraded" and body["fds"]["limit"] == limit
+                assert "file descriptors open" in body["fds"]["reason"] and "LimitNOFILE" in body["fds"]["reason"]
+                assert body["storage"]["state"] == "live"  # the only reason
+            finally:
+                for fd in held:
+                    os.close(fd)
+            await until_ready(gw, ready, "ready once they are released")
