@@ -157,11 +157,14 @@ def _limit_repeats(_: Any, method: str, event: MutableMapping[str, Any]) -> Muta
 
 
 class _RepeatFilter(logging.Filter):
-    """The same for records of libraries that log through the standard module (asyncio, aiohttp)."""
+    """The same for records of libraries that log through the standard module (asyncio, aiohttp).
+    A line is the message's first line: asyncio puts what happened there and the varying details
+    (a handle's due time, a socket's fd) on the lines after it."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        dropped = _repeats.admit((record.name, record.levelno, record.getMessage(), repr(exc)))
+        first = record.getMessage().partition("\n")[0]
+        dropped = _repeats.admit((record.name, record.levelno, first, repr(exc)))
         if dropped is None:
             return False
         if dropped:

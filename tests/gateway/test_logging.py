@@ -308,13 +308,19 @@ def test_repeated_identical_lines_are_dropped_beyond_the_burst_and_counted(
     log = structlog.get_logger("hermes.test")
     loop = asyncio.new_event_loop()
     try:
-        def accept_error() -> None:  # exactly what asyncio's accept loop reports on EMFILE
+        def accept_error() -> None:  # what asyncio's accept loop reports on EMFILE
             loop.call_exception_handler({"message": "socket.accept() out of system resource",
                                          "exception": OSError(24, "Too many open files")})
+
+        def retry_failed(i: int) -> None:  # its retries after the server closed: only the handle differs
+            loop.call_exception_handler({"message": "Exception in callback BaseSelectorEventLoop._start_serving()",
+                                         "exception": OSError(9, "Bad file descriptor"),
+                                         "handle": f"<TimerHandle when={i}.5 _start_serving()>"})
 
         for i in range(100):
             log.error("test.flood", port=8642)
             accept_error()
+            retry_failed(i)
             log.info("test.counted", n=i)  # differs every time: not a repeat
         first = json_lines(capsys.readouterr().out)
         now[0] += 61
@@ -325,6 +331,7 @@ def test_repeated_identical_lines_are_dropped_beyond_the_burst_and_counted(
         loop.close()
     assert [e["event"] for e in first].count("test.flood") == 3
     assert sum(1 for e in first if e["event"].startswith("socket.accept() out of system resource")) == 3
+    assert sum(1 for e in first if e["event"].startswith("Exception in callback")) == 3
     assert [e["n"] for e in first if e["event"] == "test.counted"] == list(range(100))
     flood, accept = later
     assert flood["event"] == "test.flood" and flood["repeats_dropped"] == 97
