@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import resource
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -138,3 +139,12 @@ async def test_a_body_over_max_request_bytes_is_answered_413(tmp_path: Path, fak
         big = await gw.ask("x" * 8000)
         assert big.status_code == 413
         assert len(fake_openai.chat_requests) == 1  # the big one never reached the model
+
+
+async def test_what_start_up_built_is_out_of_the_collectors_sight_while_serving(tmp_path: Path) -> None:
+    """A full collection walked every object of the process, paused the loop for 100-500 ms under a
+    flood (bench/http.py); what start-up built is frozen out of it, and handed back at the stop."""
+    gc.unfreeze()
+    async with run_gateway(tmp_path / "h", None):
+        assert gc.get_freeze_count() > 10_000
+    assert gc.get_freeze_count() == 0
