@@ -57,6 +57,16 @@ class ApiServerSettings(EnvSection):
     """Port to listen on (0: any free port)."""
     key: SecretStr | None = None
     """Bearer key clients must send (``Authorization: Bearer <key>``)."""
+    keepalive_timeout: float = Field(default=15.0, gt=0)
+    """Seconds a connection may stay silent before the server closes it: before its first request,
+    inside a half-sent header, or between requests."""
+    max_connections: int = Field(default=0, ge=0)
+    """Open connections at most; one more is answered 503 and closed (0: half the daemon's open-file
+    limit, ``ulimit -n``, leaving the other half to state.db, the model and the platforms)."""
+    backlog: int = Field(default=1024, ge=1)
+    """Connections the kernel queues until the daemon accepts them (at most ``net.core.somaxconn``)."""
+    max_request_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
+    """Largest request body read (API and webhooks); a larger one is answered 413."""
 
 
 def _error(status: int, message: str, err_type: str = "invalid_request_error", code: str | None = None, *,

@@ -14,6 +14,8 @@ service's stdout, strips it and files the line under that priority, so
 do nothing: journald does not parse JSON on a stream. The prefix is written
 only when stdout is the journal (``$JOURNAL_STREAM``), so Docker, files and
 pipes get plain JSON lines; the pretty console format never has it.
+
+Repeated identical lines are dropped beyond a few a minute (``RepeatLimit``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, MutableMapping
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, MutableMapping
+from dataclasses import dataclass
 from typing import Any, TextIO
 
 import structlog
@@ -147,3 +153,94 @@ def configure_logging(level: str = "info", fmt: str = "auto", stream: TextIO | N
         logger_factory=structlog.PrintLoggerFactory(file=stream),
         cache_logger_on_first_use=False,
     )
+    install_repeat_limit()
+
+
+# ------------------------------------------------------------ repeated lines
+
+#: identical lines let through per window; the rest are counted, not written
+REPEAT_BURST = 10
+REPEAT_WINDOW = 60.0
+
+
+@dataclass
+class _Window:
+    start: float
+    count: int = 1
+    dropped: int = 0
+
+
+class RepeatLimit:
+    """Lets ``burst`` identical lines through per ``window`` seconds and drops the rest; the next line
+    of that kind let through carries how many were dropped. A flood of one error (asyncio's
+    ``socket.accept() out of system resource`` when descriptors run out, a refused connection per
+    client) then costs a few lines a minute instead of the disk. Thread-safe (the writer thread
+    logs too); remembers at most ``max_keys`` kinds of line, forgetting the oldest."""
+
+    def __init__(self, burst: int = REPEAT_BURST, window: float = REPEAT_WINDOW, *, max_keys: int = 4096,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.burst, self.window, self._max_keys, self._clock = burst, window, max_keys, clock
+        self._seen: OrderedDict[Hashable, _Window] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def admit(self, key: Hashable) -> int | None:
+        """None: drop this line. Otherwise write it, noting that many lines of its kind were dropped."""
+        now = self._clock()
+        with self._lock:
+            seen = self._seen.get(key)
+            if seen is None or now - seen.start >= self.window:
+                self._seen[key] = _Window(now)
+                self._seen.move_to_end(key)
+                if len(self._seen) > self._max_keys:
+                    self._seen.popitem(last=False)
+                return seen.dropped if seen is not None else 0
+            seen.count += 1
+            if seen.count > self.burst:
+                seen.dropped += 1
+                return None
+            dropped, seen.dropped = seen.dropped, 0
+            return dropped
+
+
+_repeats = RepeatLimit()
+
+
+def _limit_repeats(_: Any, method: str, event: MutableMapping[str, Any]) -> MutableMapping[str, Any]:
+    """structlog processor for our own events (last before rendering: the key is the whole line)."""
+    key = (method, repr(sorted((k, repr(v)) for k, v in event.items() if k != "timestamp")))
+    dropped = _repeats.admit(key)
+    if dropped is None:
+        raise structlog.DropEvent
+    if dropped:
+        event["repeats_dropped"] = dropped
+    return event
+
+
+class _RepeatFilter(logging.Filter):
+    """The same for records of libraries that log through the standard module (asyncio, aiohttp).
+    A line is the message's first line: asyncio puts what happened there and the varying details
+    (a handle's due time, a socket's fd) on the lines after it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        first = record.getMessage().partition("\n")[0]
+        dropped = _repeats.admit((record.name, record.levelno, first, repr(exc)))
+        if dropped is None:
+            return False
+        if dropped:
+            record.msg = f"{record.msg} [{dropped} identical lines dropped]"
+        return True
+
+
+def install_repeat_limit(limit: RepeatLimit | None = None) -> None:
+    """Drop repeated identical lines, ours and the libraries' (after ``configure_logging``, which
+    calls it; again with a ``limit`` of other bounds or clock)."""
+    global _repeats
+    _repeats = limit or RepeatLimit()
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _RepeatFilter) for f in handler.filters):
+            handler.addFilter(_RepeatFilter())
+    processors = list(structlog.get_config()["processors"])
+    if _limit_repeats not in processors:
+        processors.insert(max(0, len(processors) - 1), _limit_repeats)  # before the renderer
+        structlog.configure(processors=processors)

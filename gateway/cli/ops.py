@@ -30,9 +30,10 @@ from gateway.cli.service import (
     linger_advice,
     required_stop_timeout,
 )
-from gateway.cli.systemd_unit import STOP_MARGIN, installed_stop_timeout
+from gateway.cli.systemd_unit import LIMIT_NOFILE, STOP_MARGIN, installed_limit_nofile, installed_stop_timeout
 from gateway.config import LoadedConfig, default_home, load_config
 from gateway.errors import ConfigError
+from gateway.http import fd_usage, open_file_limit
 from gateway.status import STATE_FILE, read_state_file
 from storage import check_sqlite_features, quick_check
 from storage.errors import GatewayError, StorageError
@@ -44,6 +45,8 @@ HomeOption = Annotated[Path | None, typer.Option(
 #: a state file older than this while its pid lives means the daemon is stuck (it refreshes every 2 s)
 STALE_AFTER = 30.0
 WAL_WARN_BYTES = 256 * 1024 * 1024
+#: an open-file limit below this is used up by a few thousand connections
+FD_LIMIT_WARN = 4096
 EX_NOT_RUNNING = 3
 
 
@@ -321,14 +324,42 @@ def _check_stop_timeout(config: LoadedConfig, unit: Path, system: bool) -> Check
     return Check(name, "ok", f"{have:g} s >= the {need} s this configuration needs")
 
 
+def _check_open_files(home: Path, units: list[tuple[Path, bool]]) -> Check:
+    """The open-file limit the daemon has (read from it when it runs; else the one it would get from
+    this shell) and how much of it is in use; and whether an installed unit raises it."""
+    fix = (f"the systemd unit sets LimitNOFILE={LIMIT_NOFILE}: re-run `hermes-gateway service install`; "
+           f"started by hand, raise it first: ulimit -n {LIMIT_NOFILE}")
+    for unit, _ in units:
+        if unit.exists() and installed_limit_nofile(unit.read_text(errors="replace")) is None:
+            return Check("open files", "warn", f"{unit} sets no LimitNOFILE: systemd's default (1024) applies", fix)
+    state = read_state_file(home) or {}
+    pid = state.get("pid")
+    running = isinstance(pid, int) and _pid_alive(pid) and bool(state.get("running"))
+    usage = fd_usage(pid) if running and isinstance(pid, int) else None
+    limit = open_file_limit(pid) if running and isinstance(pid, int) else open_file_limit()
+    who = f"the daemon (pid {pid})" if running else "a daemon started from this shell"
+    if limit is None:
+        return Check("open files", "ok", f"{who} has no open-file limit")
+    if usage is not None and usage.low:
+        return Check("open files", "warn", f"{who}: {usage.describe()}; it stops accepting at the limit",
+                     f"find what holds them (ls -l /proc/{pid}/fd), or raise the limit: {fix}")
+    if limit < FD_LIMIT_WARN:
+        return Check("open files", "warn", f"{who} may open {limit} files: a few thousand connections use "
+                                           f"that up (want at least {FD_LIMIT_WARN})", fix)
+    in_use = f", {usage.open} open" if usage is not None else ""
+    return Check("open files", "ok", f"{who} may open {limit} files{in_use}")
+
+
 def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
     config_check, config = _check_config(home)
     checks = [config_check]
+    units = [(_unit_dir(False, None) / UNIT_NAME, False), (SYSTEM_UNIT_DIR / UNIT_NAME, True)]
     if config is not None:
         checks += _check_tokens(config)
-        for unit, system in ((_unit_dir(False, None) / UNIT_NAME, False), (SYSTEM_UNIT_DIR / UNIT_NAME, True)):
+        for unit, system in units:
             if (found := _check_stop_timeout(config, unit, system)) is not None:
                 checks.append(found)
+    checks.append(_check_open_files(home, units))
     checks.append(_check_sqlite())
     checks += _check_db(home / "state.db")
     checks.append(_check_mode(home / ".env", ".env file"))
@@ -344,7 +375,8 @@ def doctor(
     home: HomeOption = None,
     loginctl: Annotated[str, typer.Option("--loginctl", hidden=True)] = "loginctl",
 ) -> None:
-    """Check config, tokens, SQLite, state.db, permissions and the installed unit; print fixes (exit 1 on a failure)."""
+    """Check config, tokens, open files, SQLite, state.db, permissions and the installed unit; print fixes
+    (exit 1 on a failure)."""
     home = (home or default_home()).expanduser()
     typer.echo(f"hermes-gateway doctor — {home}")
     checks = run_checks(home, loginctl)

@@ -30,10 +30,12 @@ from pathlib import Path
 from gateway.errors import UnitPathError
 
 __all__ = [
+    "LIMIT_NOFILE",
     "STOP_MARGIN",
     "UnitOptions",
     "UnitPathError",
     "exec_start_line",
+    "installed_limit_nofile",
     "installed_stop_timeout",
     "render_unit",
     "stop_timeout",
@@ -43,6 +45,9 @@ __all__ = [
 #: work giving up, then the writer draining its queue and the TRUNCATE checkpoint
 STOP_MARGIN = 15.0
 WATCHDOG_SEC = 30
+#: open files the service may hold: every connection, state.db file and platform socket is one, and
+#: systemd's default soft limit (1024) is used up by a thousand idle connections
+LIMIT_NOFILE = 65536
 #: DefaultTimeoutStopSec of systemd-system.conf(5), for a unit that sets none
 SYSTEMD_DEFAULT_STOP = 90.0
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f]")
@@ -122,6 +127,8 @@ def render_unit(opts: UnitOptions) -> str:
         f"({opts.disconnect_timeout:g} s) + {STOP_MARGIN:g} s for the writer to drain and checkpoint.",
         f"TimeoutStopSec={stop_timeout(opts.drain_timeout, opts.disconnect_timeout)}",
         "KillMode=mixed",
+        "# Each connection, state.db file and platform socket holds a descriptor (systemd's default: 1024).",
+        f"LimitNOFILE={LIMIT_NOFILE}",
         "NoNewPrivileges=true",
         "ProtectSystem=strict",
         "# The home is re-opened for writing; the rest of /home (and /root) stays read-only.",
@@ -170,4 +177,19 @@ def installed_stop_timeout(unit_text: str) -> float | None:
             section = line
         elif section == "[Service]" and line.startswith(("TimeoutStopSec=", "TimeoutSec=")):
             found = _timespan(line.partition("=")[2])
+    return found
+
+
+def installed_limit_nofile(unit_text: str) -> float | None:
+    """The unit's soft LimitNOFILE (``soft:hard`` or one value; ``infinity`` is math.inf); None when
+    the unit sets none (systemd's default applies) or it cannot be read."""
+    found: float | None = None
+    section = ""
+    for raw in unit_text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            section = line
+        elif section == "[Service]" and line.startswith("LimitNOFILE="):
+            soft = line.partition("=")[2].split(":")[0].strip().lower()
+            found = math.inf if soft == "infinity" else (int(soft) if soft.isdigit() else None)
     return found

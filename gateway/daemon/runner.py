@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import sqlite3
 from collections.abc import Callable
@@ -31,8 +32,7 @@ from gateway.daemon.sdnotify import SdNotifier
 from gateway.daemon.settings import model_settings, writer_settings
 from gateway.daemon.shutdown import disconnect_all
 from gateway.daemon.transport import AiohttpTransport
-from gateway.errors import ConfigError
-from gateway.http import add_health_routes
+from gateway.http import HttpServer, add_health_routes, start_http_server
 from gateway.logs import register_secrets
 from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.resets import MemoryFlush, Resets
@@ -74,6 +74,8 @@ class Gateway:
         #: the parts of this run, once it has started (``build_runtime``)
         self.runtime: Runtime | None = None
         self.http_port: int | None = None
+        #: the HTTP server, once it listens (its connection counts are in /readyz)
+        self.http_server: HttpServer | None = None
         self.metrics = GatewayMetrics()
         self.notifier = SdNotifier()
 
@@ -92,34 +94,6 @@ class Gateway:
     def stopping(self) -> bool:
         return self._stop.is_set()
 
-    # ------------------------------------------------------------------ set-up
-
-    async def _start_http(self, adapters: dict[str, Adapter]) -> web.AppRunner:
-        app = web.Application(client_max_size=2 * 1024 * 1024)
-        add_health_routes(app, self)
-        for adapter in adapters.values():
-            add_routes = getattr(adapter, "add_routes", None)
-            if add_routes is not None:
-                add_routes(app)
-        # Open requests get 5 s at shutdown (aiohttp waits 60 by default): the stop has a bound to keep.
-        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=5.0)
-        await runner.setup()
-        api = self.config.settings.platforms.api_server
-        site = web.TCPSite(runner, api.host, api.port)
-        try:
-            await site.start()
-        except OSError as exc:
-            await runner.cleanup()
-            raise ConfigError(
-                f"cannot listen on {api.host}:{api.port} ({exc.strerror or exc}); another program uses it. "
-                f"Change platforms.api_server.port in {self.config.config_file}."
-            ) from None
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self.http_port = sockets[0].getsockname()[1] if sockets else api.port
-        log.info("http.listening", host=api.host, port=self.http_port)
-        return runner
-
     # ------------------------------------------------------------------- serve
 
     async def run(self) -> None:
@@ -136,7 +110,7 @@ class Gateway:
         await store.open()
         client: ModelClient | None = None
         agents: AgentMaker | None = None
-        http: web.AppRunner | None = None
+        http: HttpServer | None = None
         control: ControlServer | None = None
         try:
             s = settings.sessions
@@ -157,7 +131,8 @@ class Gateway:
             for adapter in adapters.values():
                 adapter.bind(runtime.router.handle)
             if not self.standalone:
-                http = await self._start_http(adapters)
+                http = self.http_server = await start_http_server(self.config, self._routes(adapters))
+                self.http_port = http.port
             control = ControlServer(self.config.home, self)
             await control.start()
             await self._serve(adapters, runtime)
@@ -165,7 +140,7 @@ class Gateway:
             if control is not None:
                 await control.stop()
             if http is not None:
-                await http.cleanup()
+                await http.close()
             if self.runtime is not None:
                 await self.runtime.turns.resets.aclose()  # flushes before a reset use the store and the model
             if isinstance(agents, DefaultAgents):
@@ -176,7 +151,16 @@ class Gateway:
                 await self.runtime.services.delivery.aclose()  # ledger notes of replies already sent
             await store.close()
             self.notifier.close()
+            gc.unfreeze()
             log.info("gateway.stopped")
+
+    def _routes(self, adapters: dict[str, Adapter]) -> list[Callable[[web.Application], None]]:
+        routes: list[Callable[[web.Application], None]] = [lambda app: add_health_routes(app, self)]
+        for adapter in adapters.values():
+            add_routes = getattr(adapter, "add_routes", None)
+            if add_routes is not None:
+                routes.append(add_routes)
+        return routes
 
     async def _serve(self, adapters: dict[str, Adapter], runtime: Runtime) -> None:
         services, router = runtime.services, runtime.router
@@ -195,6 +179,11 @@ class Gateway:
                 if not self.standalone:  # a terminal chat without the daemon publishes nothing
                     publisher = StatePublisher(self.config.home, self, services.started_at)
                     tg.start_soon(publisher.run, self.notifier, name="state-publisher")
+                # What start-up built (modules, clients, the runtime) lives as long as the process: out of
+                # the collector's sight, a full collection walks only what serving creates. Under a flood
+                # of connections those collections had paused the loop for 100-500 ms. The stop hands it
+                # all back to the collector (for a daemon run inside a longer process, as in tests).
+                gc.freeze()
                 log.info("gateway.ready", adapters=sorted(adapters))
                 await self._stop.wait()
                 log.info("gateway.stopping", running_turns=services.lanes.running,

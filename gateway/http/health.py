@@ -5,13 +5,17 @@
   do: container health checks and orchestrators restart on it, and a restart
   does not bring back a Telegram outage. The body lists adapter states and
   counters, nothing sensitive: it is open to anyone who reaches the port.
-- ``/readyz``: storage takes a write, and every enabled adapter is *live* by
+- ``/readyz``: storage takes a write, no write failed for want of disk in the last
+  ``DISK_FAULT_HOLD`` seconds (full, I/O error, read-only: the writer's ``last_disk_fault``),
+  the disk holding state.db has ``MIN_FREE_BYTES`` free, the daemon has at least
+  ``LOW_HEADROOM`` of its file descriptors free (``fds``), and every enabled adapter is *live* by
   inbound liveness: an adapter that can tell (``adapter.health`` and
   ``adapter.health_reason``, e.g. Telegram's getUpdates watchdog) says so
   itself; otherwise the runner's supervision state decides. Per adapter:
   ``starting | live | degraded | failed`` with a reason. The storage probe
   is shared by concurrent requests and reused for ``STORAGE_PROBE_TTL``
-  seconds, so a flood of probes cannot load the writer.
+  seconds, so a flood of probes cannot load the writer. The body also shows
+  the HTTP server's open connections against ``max_connections``.
 - ``/metrics``: Prometheus text from ``GatewayMetrics``.
 - ``/readyz`` and ``/metrics`` need ``Authorization: Bearer <API_SERVER_KEY>``
   when the server listens beyond loopback and a key is set.
@@ -24,13 +28,17 @@ import asyncio
 import hmac
 import ipaddress
 import math
+import os
 import time
+from pathlib import Path
 from typing import Protocol
 
 import structlog
 from aiohttp import web
 
 from gateway.config import LoadedConfig
+from gateway.http.fds import LOW_HEADROOM, fd_usage
+from gateway.http.server import HttpServer
 from gateway.routing.metrics import CONTENT_TYPE, GatewayMetrics
 from gateway.status import AdapterReadiness, SnapshotSource, adapters_readiness
 
@@ -41,6 +49,11 @@ log = structlog.get_logger("hermes.health")
 STORAGE_PROBE_TIMEOUT = 5.0
 #: how long /readyz reuses a storage probe's answer
 STORAGE_PROBE_TTL = 2.0
+#: a write refused by the disk keeps the daemon not ready this long (small writes may still fit
+#: while the next message will not; the free-space check tells when the disk has room again)
+DISK_FAULT_HOLD = 60.0
+#: less free space than this on state.db's filesystem: the next messages may not fit
+MIN_FREE_BYTES = 16 * 1024 * 1024
 
 
 class HealthSource(SnapshotSource, Protocol):
@@ -49,6 +62,7 @@ class HealthSource(SnapshotSource, Protocol):
     config: LoadedConfig
     metrics: GatewayMetrics
     http_port: int | None
+    http_server: HttpServer | None
 
     @property
     def stopping(self) -> bool: ...
@@ -64,7 +78,22 @@ async def _storage_readiness(src: HealthSource) -> AdapterReadiness:
         return AdapterReadiness("degraded", f"a write did not commit within {STORAGE_PROBE_TIMEOUT:g}s")
     except Exception as exc:
         return AdapterReadiness("failed", f"{type(exc).__name__}: {exc}")
+    free = _free_bytes(src.config.db_path.parent)
+    if free is not None and free < MIN_FREE_BYTES:
+        return AdapterReadiness("failed", f"the disk holding state.db has {free / 2**20:.1f} MiB free "
+                                          f"(less than {MIN_FREE_BYTES // 2**20} MiB): free space")
+    fault = src.services.store.writer.stats.last_disk_fault
+    if fault is not None and (ago := time.time() - fault[0]) < DISK_FAULT_HOLD:
+        return AdapterReadiness("failed", f"a write failed {ago:.0f} s ago: {fault[1]}")
     return AdapterReadiness("live")
+
+
+def _free_bytes(directory: Path) -> int | None:
+    try:
+        st = os.statvfs(directory)
+    except (OSError, AttributeError):  # statvfs is POSIX only
+        return None
+    return st.f_bavail * st.f_frsize
 
 
 class _StorageProbe:
@@ -94,6 +123,25 @@ class _StorageProbe:
         if self._src.services is not None:  # "opening state.db" is free to ask again
             self._result, self._at = result, asyncio.get_running_loop().time()
         return result
+
+
+def _fds_readiness() -> dict[str, object]:
+    usage = fd_usage()
+    if usage is None:  # no /proc: nothing to judge by
+        return {"state": "live", "reason": None}
+    body: dict[str, object] = {"state": "live", "reason": None, "open": usage.open, "limit": usage.limit}
+    if usage.low:
+        body.update(state="degraded", reason=f"{usage.describe()}, under {LOW_HEADROOM:.0%}: raise the "
+                                             "open-file limit (LimitNOFILE) or find what holds them")
+    return body
+
+
+def _http_body(src: HealthSource) -> dict[str, object] | None:
+    server = src.http_server
+    if server is None:
+        return None
+    return {"connections": server.connections, "max_connections": server.max_connections,
+            "refused": server.refused}
 
 
 def _healthz_body(src: HealthSource) -> tuple[int, dict[str, object]]:
@@ -151,11 +199,14 @@ def add_health_routes(app: web.Application, src: HealthSource) -> None:
             return _unauthorized()
         adapters = adapters_readiness(src)
         storage, checked_at = await probe.result()
-        ready = (not src.stopping and storage.state == "live"
+        fds = _fds_readiness()
+        ready = (not src.stopping and storage.state == "live" and fds["state"] == "live"
                  and all(a.state == "live" for a in adapters.values()))
         body = {
             "status": "stopping" if src.stopping else ("ready" if ready else "not_ready"),
             "storage": {**storage.as_dict(), "checked_at": checked_at},
+            "fds": fds,
+            "http": _http_body(src),
             "adapters": {name: a.as_dict() for name, a in adapters.items()},
         }
         return web.json_response(body, status=200 if ready else 503)

@@ -58,6 +58,16 @@ def _is_full(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.Error) and "full" in str(exc).lower()
 
 
+# SQLite's primary result codes for a write refused by the disk or the file, not by the op itself:
+# READONLY, IOERR, CORRUPT, FULL, CANTOPEN, NOTADB.
+_DISK_FAULTS = frozenset({8, 10, 11, 13, 14, 26})
+
+
+def _is_disk_fault(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return _is_full(exc) or (isinstance(exc, sqlite3.Error) and isinstance(code, int) and code & 0xFF in _DISK_FAULTS)
+
+
 def _translate(exc: BaseException) -> BaseException:
     """Our errors pass through; SQLite's become errors a person can act on."""
     if isinstance(exc, GatewayError):
@@ -241,6 +251,8 @@ class Committer:
         self.stats.failed_ops += 1
         if _is_full(exc):
             self.stats.full_failures += 1
+        if _is_disk_fault(exc):
+            self.stats.last_disk_fault = (time.time(), str(_translate(exc)))
 
     def _after_commit(self, n_ops: int) -> None:
         self.stats.commits += 1

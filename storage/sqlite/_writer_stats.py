@@ -49,3 +49,7 @@ class WriterStats:
     recent_batch_sizes: deque[int] = field(default_factory=lambda: deque(maxlen=1024))
     recent_commit_ms: deque[float] = field(default_factory=lambda: deque(maxlen=1024))
     queue_depth: int = 0
+    #: (epoch seconds, what a person reads) of the last write the disk or the file refused: full,
+    #: I/O error, read-only, corrupt. An op's own errors are not kept. Set on the writer's thread,
+    #: as one tuple so the event loop never reads half of it.
+    last_disk_fault: tuple[float, str] | None = None

@@ -370,3 +370,62 @@ def test_without_journald_json_lines_and_the_console_format_are_unchanged(tmp_pa
         assert len(lines) == 7 and all(json.loads(line)["event"] for line in lines)
     pretty = _log_to_file(tmp_path, "pretty", "match")
     assert "test.error" in pretty and not any(line.startswith("<") for line in pretty.splitlines())
+
+
+# ------------------------------------------------------------ repeated lines
+
+
+def test_repeated_identical_lines_are_dropped_beyond_the_burst_and_counted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A flood of one line (asyncio's accept error when descriptors run out came at thousands of lines
+    a second) leaves a few lines, and the next one after the window says how many were dropped."""
+    configure_logging("info", "json")
+    now = [1000.0]
+    logs.install_repeat_limit(logs.RepeatLimit(burst=3, window=60.0, clock=lambda: now[0]))
+    log = structlog.get_logger("hermes.test")
+    loop = asyncio.new_event_loop()
+    try:
+        def accept_error() -> None:  # what asyncio's accept loop reports on EMFILE
+            loop.call_exception_handler({"message": "socket.accept() out of system resource",
+                                         "exception": OSError(24, "Too many open files")})
+
+        def retry_failed(i: int) -> None:  # its retries after the server closed: only the handle differs
+            loop.call_exception_handler({"message": "Exception in callback BaseSelectorEventLoop._start_serving()",
+                                         "exception": OSError(9, "Bad file descriptor"),
+                                         "handle": f"<TimerHandle when={i}.5 _start_serving()>"})
+
+        for i in range(100):
+            log.error("test.flood", port=8642)
+            accept_error()
+            retry_failed(i)
+            log.info("test.counted", n=i)  # differs every time: not a repeat
+        first = json_lines(capsys.readouterr().out)
+        now[0] += 61
+        log.error("test.flood", port=8642)
+        accept_error()
+        later = json_lines(capsys.readouterr().out)
+    finally:
+        loop.close()
+    assert [e["event"] for e in first].count("test.flood") == 3
+    assert sum(1 for e in first if e["event"].startswith("socket.accept() out of system resource")) == 3
+    assert sum(1 for e in first if e["event"].startswith("Exception in callback")) == 3
+    assert [e["n"] for e in first if e["event"] == "test.counted"] == list(range(100))
+    flood, accept = later
+    assert flood["event"] == "test.flood" and flood["repeats_dropped"] == 97
+    assert accept["logger"] == "asyncio" and "[97 identical lines dropped]" in accept["event"]
+    assert "Too many open files" in accept["exception"]
+
+
+def test_repeat_limit_counts_per_line_and_forgets_the_oldest_kinds() -> None:
+    now = [0.0]
+    limit = logs.RepeatLimit(burst=2, window=10.0, max_keys=2, clock=lambda: now[0])
+    assert [limit.admit("a") for _ in range(4)] == [0, 0, None, None]
+    assert [limit.admit("b") for _ in range(3)] == [0, 0, None]
+    now[0] = 5.0
+    assert limit.admit("a") is None  # same window
+    now[0] = 10.0
+    assert limit.admit("a") == 3  # a new window: the three dropped are reported once
+    assert limit.admit("a") == 0
+    assert limit.admit("c") == 0  # a third kind: "b", the oldest, is forgotten with its count
+    assert limit.admit("b") == 0

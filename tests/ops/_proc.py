@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import socket
 import subprocess
 import sys
@@ -102,9 +103,16 @@ class Daemon:
 
 
 @contextmanager
-def run_daemon(home: Path, port: int, **env: str) -> Iterator[Daemon]:
+def run_daemon(home: Path, port: int, *, fd_limit: int | None = None, **env: str) -> Iterator[Daemon]:
+    """The daemon as a subprocess; ``fd_limit``: its soft RLIMIT_NOFILE."""
+
+    def limit() -> None:
+        if fd_limit is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (fd_limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
     proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], env=daemon_env(home, **env),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                            preexec_fn=limit if fd_limit is not None else None)
     d = Daemon(proc, port)
     pump = threading.Thread(target=d._pump, daemon=True)
     pump.start()

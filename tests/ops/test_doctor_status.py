@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import resource
 import signal
 import sqlite3
 import stat
@@ -272,3 +273,54 @@ def test_doctor_warns_when_the_installed_unit_stops_too_soon_for_the_config(tmp_
     assert cli(home, *install, XDG_CONFIG_HOME=str(xdg)).returncode == 0
     proc = cli(home, "doctor", XDG_CONFIG_HOME=str(xdg))
     assert lines_about(proc.stdout, "user unit TimeoutStopSec")[0].startswith("[ok  ]")
+
+
+# ------------------------------------------------------------------ open files
+
+
+def doctor_with_fd_limit(home: Path, limit: int, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in daemon_env(home).items() if not k.startswith(("XDG_", "TELEGRAM_"))}
+    full.update(env)
+
+    def lower() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    return subprocess.run([sys.executable, "-m", "gateway.cli", "doctor"], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT, env=full, preexec_fn=lower)
+
+
+def test_doctor_warns_about_a_low_open_file_limit_of_this_shell(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    low = doctor_with_fd_limit(home, 1024, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    [line] = lines_about(low.stdout, "open files")
+    assert line.startswith("[WARN]") and "started from this shell may open 1024 files" in line
+    assert "LimitNOFILE=65536" in low.stdout and "ulimit -n 65536" in low.stdout
+    assert low.returncode == 0  # a warning
+    enough = doctor_with_fd_limit(home, 8192, XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    assert lines_about(enough.stdout, "open files") == ["[ok  ] open files: a daemon started from this shell "
+                                                        "may open 8192 files"]
+
+
+async def test_doctor_reads_the_running_daemons_own_limit(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    home, port = tmp_path / "home", free_port()
+    write_home(home, port, fake_openai.base_url)
+    with run_daemon(home, port, fd_limit=512) as d:
+        await d.wait_healthy()
+        proc = cli(home, "doctor", XDG_CONFIG_HOME=str(tmp_path / "xdg"))  # this shell's limit is higher
+        [line] = lines_about(proc.stdout, "open files")
+        assert line.startswith("[WARN]") and f"the daemon (pid {d.proc.pid}) may open 512 files" in line
+
+
+def test_doctor_warns_when_the_installed_unit_sets_no_open_file_limit(tmp_path: Path) -> None:
+    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    home.mkdir()
+    install = ["service", "install", "--systemd-run-dir", str(tmp_path / "no-systemd")]
+    assert cli(home, *install, XDG_CONFIG_HOME=str(xdg)).returncode == 0
+    assert lines_about(cli(home, "doctor", XDG_CONFIG_HOME=str(xdg)).stdout, "open files")[0].startswith("[ok  ]")
+    unit = xdg / "systemd" / "user" / "hermes-gateway.service"
+    unit.write_text(unit.read_text().replace("LimitNOFILE=65536\n", ""))  # as units installed before it
+    proc = cli(home, "doctor", XDG_CONFIG_HOME=str(xdg))
+    [line] = lines_about(proc.stdout, "open files")
+    assert line.startswith("[WARN]") and "sets no LimitNOFILE" in line
+    assert "re-run `hermes-gateway service install`" in proc.stdout

@@ -3,6 +3,7 @@ the installer, status and uninstall run as real processes against stand-in syste
 
 from __future__ import annotations
 
+import math
 import os
 import pwd
 import shutil
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.service import UnitOptions, _default_home, render_unit, required_stop_timeout
-from gateway.cli.systemd_unit import exec_start_line
+from gateway.cli.systemd_unit import LIMIT_NOFILE, exec_start_line, installed_limit_nofile
 from gateway.config import GatewayConfig
 
 from ._proc import ROOT
@@ -89,6 +90,7 @@ def test_shipped_unit_has_the_required_settings() -> None:
     assert f["ProtectHome"] == "read-only" and f["ReadWritePaths"] == "%h/.hermes" and f["UMask"] == "0077"
     # The daemon reads .env itself: systemd's EnvironmentFile= would parse its quotes by other rules.
     assert "EnvironmentFile" not in f
+    assert f["LimitNOFILE"] == str(LIMIT_NOFILE) == "65536"  # a few thousand connections fit
     assert not any(k.endswith(("TOKEN", "KEY", "SECRET")) for k in f.get("Environment", "").split())
 
 
@@ -105,6 +107,7 @@ def test_rendered_units_pass_verify(systemd_analyze: str, sandbox: dict[str, Pat
     assert int(f["TimeoutStopSec"]) == 120 + 30 + 15  # drain + disconnect + the writer's margin
     assert f["ReadWritePaths"] == f'"{home}"' and "EnvironmentFile" not in f
     assert ("User" in f) is system
+    assert f["LimitNOFILE"] == "65536" and installed_limit_nofile(text) == 65536
 
 
 HOSTILE = 'my home 100% "q" $x'
@@ -300,3 +303,11 @@ def test_a_system_units_default_home_is_its_accounts(monkeypatch: pytest.MonkeyP
     assert _default_home(False, "nobody") == Path("/root/.hermes")
     monkeypatch.setenv("HERMES_HOME", "/srv/hermes")
     assert _default_home(True, "nobody") == Path("/srv/hermes")
+
+
+@pytest.mark.parametrize(("lines", "soft"), [
+    ("", None), ("LimitNOFILE=4096", 4096), ("LimitNOFILE=1024:524288", 1024), ("LimitNOFILE=infinity", math.inf),
+    ("LimitNOFILE=1024\nLimitNOFILE=8192", 8192),  # the last assignment wins, as in systemd
+])
+def test_the_installed_units_open_file_limit_is_read_back(lines: str, soft: float | None) -> None:
+    assert installed_limit_nofile(f"[Unit]\nLimitNOFILE=1\n[Service]\nType=notify\n{lines}\n") == soft

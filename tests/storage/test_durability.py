@@ -494,6 +494,7 @@ async def test_full_disk_fails_only_the_op_that_does_not_fit(db_path: Path) -> N
         assert "full" in str(excinfo.value)
         assert w.stats.replays == replays + 1, "the batch was not isolated and replayed"
         assert w.stats.full_failures >= 1
+        assert w.stats.last_disk_fault is not None and "full" in w.stats.last_disk_fault[1]  # for /readyz
         assert w.running
 
         msgs = await store.get_messages("s")

@@ -20,7 +20,7 @@ async def test_the_configured_cache_ttl_is_on_the_request(gateway_home: Path, fa
     model = {"default": "anthropic/claude-sonnet-4", **({"cache_ttl": ttl} if ttl else {})}
     fake_openai.reply("cached")
     async with run_gateway(gateway_home, fake_openai.base_url, config={"model": model}) as gw:
-        response = await gw.ask("hello")
+        response = await gw.ask("hello", model="anthropic/claude-sonnet-4")
         assert response.status_code == 200, response.text
     body = fake_openai.chat_requests[-1].body
     markers = [m["content"][-1]["cache_control"] for m in body["messages"] if isinstance(m["content"], list)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -205,3 +206,39 @@ async def test_kill_9_mid_turn_then_restart_carries_on(tmp_path: Path, fake_open
     # Same chat, same session, and the model saw the earlier message as history.
     assert db_rows(home, "SELECT COUNT(*) FROM sessions") == [(1,)]
     assert "lost in flight?" in str(fake_openai.chat_requests[-1].body["messages"])
+
+
+def _run_once(home: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "gateway.cli", "run"], env={**_env(home), **env},
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_a_port_in_use_exits_78_saying_which_address_and_what_to_change(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        _write(home, _config(None, port))
+        proc = _run_once(home)
+        assert proc.returncode == 78
+        message = proc.stderr.strip()
+        assert "\n" not in message, message
+        assert f"127.0.0.1:{port}" in message and "already in use" in message
+        assert f"platforms.api_server.port in {home / 'config.yaml'}" in message
+        # Set from the environment, the port is changed there: config.yaml would not help.
+        _write(home, _config(None, free_port()))
+        proc = _run_once(home, API_SERVER_PORT=str(port))
+        assert proc.returncode == 78
+        assert f"127.0.0.1:{port}" in proc.stderr and "API_SERVER_PORT" in proc.stderr
+        assert "platforms.api_server.port in" not in proc.stderr
+
+
+def test_an_address_not_of_this_machine_exits_78_naming_the_host_setting(tmp_path: Path) -> None:
+    home = tmp_path / "h"
+    _write(home, {"platforms": {"api_server": {"host": "192.0.2.1", "port": free_port()}},
+                  "logging": {"format": "json"}})
+    proc = _run_once(home, API_SERVER_KEY="k" * 32)  # beyond loopback a key is required first
+    assert proc.returncode == 78
+    assert "192.0.2.1" in proc.stderr and "not an address of this machine" in proc.stderr
+    assert "platforms.api_server.host" in proc.stderr and "already in use" not in proc.stderr
