@@ -150,7 +150,15 @@ class Turns:
     async def _turn_outcome(self, msg: InboundMessage, key: str, text: str,
                             resume: SeenMessage | None = None) -> bool:
         services = self.services
-        binding = await self._bind(msg, key, resume)
+        try:
+            binding = await self._bind(msg, key, resume)
+        except Exception as exc:  # state.db refused (a full disk, ...): the person waiting is told
+            if isinstance(exc, GatewayError):
+                log.warning("router.bind_failed", error_type=type(exc).__name__, error=str(exc))
+            else:
+                log.exception("router.bind_failed")
+            await self._notice_error(msg, exc)
+            return False
         if binding is None:
             return False
         with structlog.contextvars.bound_contextvars(session_id=binding.session_id):
@@ -243,7 +251,7 @@ class Turns:
         except Exception:
             log.exception("router.stopped_notice_failed")
 
-    async def _notice_error(self, msg: InboundMessage, exc: GatewayError) -> None:
+    async def _notice_error(self, msg: InboundMessage, exc: BaseException) -> None:
         view = describe(exc)
         await self.services.delivery.send(OutboundMessage(
             msg.platform, msg.chat_id, redact(view.reply), msg.thread_id, msg.message_id, SendKind.NOTICE,

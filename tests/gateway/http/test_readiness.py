@@ -164,3 +164,22 @@ async def test_readyz_is_503_while_the_daemon_runs_short_of_descriptors(tmp_path
                 for fd in held:
                     os.close(fd)
             await until_ready(gw, ready, "ready once they are released")
+
+
+async def test_a_new_chat_on_a_full_disk_gets_an_answer_not_a_hung_request(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with run_gateway(tmp_path / "h", fake_openai.base_url) as gw:
+        assert gw.gateway.services is not None
+        index = gw.gateway.services.index
+
+        async def refused(*args: Any, **kwargs: Any) -> Any:
+            # What the writer raises when state.db cannot grow (tested for real above); here at the
+            # moment a new chat's session is created, which a page budget cannot aim at.
+            raise StorageFullError("the disk is full; nothing was written")
+
+        monkeypatch.setattr(index, "resolve", refused)
+        resp = await asyncio.wait_for(gw.ask("hello", user="someone-new"), WAIT)
+        assert resp.status_code == 507, resp.text
+        assert resp.json()["error"]["code"] == "storage_full"
+        assert fake_openai.chat_requests == []  # no turn ran without its session
