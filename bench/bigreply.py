@@ -37,6 +37,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.gateway import close_child
+
 ROOT = Path(__file__).resolve().parents[1]
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
 ANSWER_MB = 20
@@ -106,13 +108,7 @@ class ModelProcess:
         self.base_url = f"http://127.0.0.1:{int(line)}/v1"
 
     def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        close_child(self.proc, timeout=10)
 
 
 # ---------------------------------------------------------------- measuring

@@ -189,14 +189,19 @@ class ModelProcess:
         return dict(json.loads(self.proc.stdout.readline()))
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        close_child(self.proc, timeout=10)
+
+
+def close_child(proc: subprocess.Popen[str], *, timeout: float) -> None:
+    """End a helper process that stops at the end of its stdin; kill it if it does not in ``timeout``."""
+    with contextlib.suppress(OSError):
+        if proc.stdin is not None:
+            proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 # -------------------------------------------------------------- the gateway

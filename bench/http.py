@@ -49,6 +49,7 @@ from bench.gateway import (
     GatewayProcess,
     ModelProcess,
     PhaseResult,
+    close_child,
     http_get,
     pct,
     plan,
@@ -193,14 +194,7 @@ class FloodProcess:
         return dict(json.loads(self.proc.stdout.readline()))
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            if self.proc.stdin is not None:
-                self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        close_child(self.proc, timeout=60)
 
 
 class FdSampler:
