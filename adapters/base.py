@@ -148,12 +148,55 @@ class FatalAdapterError(AdapterError):
     """Retrying cannot help (bad token, missing intent): the runner does not restart the adapter."""
 
 
+class RateLimitedError(AdapterError):
+    """The platform refused a call for now (HTTP 429) and said for how long.
+
+    Raised by ``ReplyStream.update``: the gateway shows nothing more until
+    ``retry_after`` has passed, then shows everything written meanwhile at once.
+    """
+
+    def __init__(self, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = max(0.0, retry_after)
+
+
 class MalformedUpdateError(AdapterError, ValueError):
     """A platform update that parses but carries fields of the wrong type.
 
     Also a ``ValueError``, like the errors the platform libraries raise for a field
     they cannot parse: a caller of an inbound translation catches both kinds as one.
     """
+
+
+class ReplyStream(abc.ABC):
+    """One answer shown on a platform while the model writes it.
+
+    The gateway drives it (``gateway.routing.streaming``): ``update`` with the
+    whole text so far, no more often than ``streaming.edit_interval``, then
+    ``finish`` exactly once with the final text (the answer, a stopped answer's
+    partial text, or an error notice). ``update`` shows plain text; ``finish``
+    formats it the way ``Adapter.send`` would and may spread it over several
+    messages. Whatever ``update`` does, ``finish`` ends with exactly the final
+    text visible.
+    """
+
+    @property
+    @abc.abstractmethod
+    def message_ids(self) -> tuple[str, ...]:
+        """The platform messages this stream has made so far, in order (the delivery ledger keeps
+        them, so that a restart can finish what a crash cut off)."""
+
+    @abc.abstractmethod
+    async def update(self, text: str) -> None:
+        """Show ``text``, the answer so far. Raises ``RateLimitedError`` when the platform asks to
+        wait (nothing was shown), another ``AdapterError`` when it failed (the gateway stops
+        updating, and still calls ``finish``)."""
+
+    @abc.abstractmethod
+    async def finish(self, text: str) -> SendResult:
+        """Leave exactly ``text`` visible, formatted; waits out rate limits itself. Every message
+        id of the answer, or ``AdapterError`` when it could not (the gateway then sends the text
+        as new messages)."""
 
 
 class AdapterStateView(Protocol):
@@ -246,6 +289,16 @@ class Adapter(abc.ABC):
             chat_type = ChatType.THREAD
         return InboundMessage(platform=self.platform, chat_id=chat_id, chat_type=chat_type, user_id=user_id,
                               text=text, thread_id=thread_id)
+
+    def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
+        """A stream for the answer to ``target`` (its chat, thread and reply_to); None where this
+        adapter does not stream (or ``platforms.<name>.streaming`` is off). Sends nothing yet."""
+        return None
+
+    def resume_stream(self, target: OutboundMessage, message_ids: tuple[str, ...]) -> ReplyStream | None:
+        """After a restart: a stream over the messages a cut-off stream left, so that its
+        ``finish`` edits them into the recovered text; None: the text goes out as new messages."""
+        return None
 
     def split(self, text: str) -> list[str]:
         """Split a reply to the platform's limit; adapters with special units override."""

@@ -87,6 +87,12 @@ class PlatformSettings(EnvSection):
     enabled: bool | None = None
     """On or off; unset: on when the bot token is set."""
 
+    streaming: bool = True
+    """Show the answer growing while the model writes it (false: it arrives whole)."""
+
+    tool_progress: bool | None = None
+    """While the answer streams, show a line per tool call ("running memory…"); unset: ``streaming.tool_progress``."""
+
     @property
     def active(self) -> bool:
         if self.enabled is not None:

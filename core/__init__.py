@@ -24,12 +24,14 @@ from .memory import MemoryLimitError, MemorySnapshot, MemoryStore, MemoryStoreEr
 from .prompt import apply_prompt_caching, build_system_prompt
 from .runtime import AgentRuntime
 from .skills import SkillError, SkillMeta, SkillNeeds, SkillNotFoundError, SkillStore
+from .streaming import AnswerListener
 
 __all__ = [
     "Agent",
     "AgentHost",
     "AgentRuntime",
     "AgentSettings",
+    "AnswerListener",
     "AnswerOp",
     "BackgroundTasks",
     "ChatResult",

@@ -23,6 +23,7 @@ from gateway.config.models import (
     SessionSearchConfig,
     Settings,
     StorageConfig,
+    StreamingConfig,
     ToolsetsConfig,
     secret_values,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "SessionsConfig",
     "Settings",
     "StorageConfig",
+    "StreamingConfig",
     "ToolsetsConfig",
     "default_home",
     "env_sections",

@@ -31,6 +31,7 @@ __all__ = [
     "SessionsConfig",
     "Settings",
     "StorageConfig",
+    "StreamingConfig",
     "ToolsetsConfig",
     "secret_values",
 ]
@@ -173,6 +174,20 @@ class DisplayConfig(_Section):
     resume_display: Literal["full", "minimal"] = "full"
 
 
+class StreamingConfig(_Section):
+    """``streaming``: how an answer is shown while the model writes it (``platforms.<name>.streaming``
+    switches it off for one platform)."""
+
+    #: the first message is sent once the answer has this many characters ...
+    min_chars: int = Field(default=40, ge=1)
+    #: ... or this many seconds after the model started writing, whichever comes first
+    first_delay: float = Field(default=1.0, ge=0)
+    #: at most one edit of a streamed message per chat this often (seconds)
+    edit_interval: float = Field(default=1.0, ge=0.2)
+    #: show a line per tool call in the streamed message, on every platform that does not say otherwise
+    tool_progress: bool = False
+
+
 class ModelPrice(_Section):
     """``pricing.<model>``: US dollars per million tokens, for the cost in ``hermes-gateway insights``.
 
@@ -199,6 +214,7 @@ class Settings(_Section):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     agent: AgentConfig = Field(default_factory=AgentConfig)
     display: DisplayConfig = Field(default_factory=DisplayConfig)
+    streaming: StreamingConfig = Field(default_factory=StreamingConfig)
     #: model name -> its prices (no entry: that model's cost is not shown)
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
 
