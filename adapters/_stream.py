@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
-from .base import AdapterError, RateLimitedError, ReplyStream, SendResult
+from .base import AdapterError, OutboundMessage, RateLimitedError, ReplyStream, SendResult
 
 __all__ = ["EditingStream"]
 
@@ -67,7 +67,8 @@ class EditingStream(ReplyStream):
         if text.strip():
             await self._show(self._split(text), final=False)
 
-    async def finish(self, text: str) -> SendResult:
+    async def finish(self, message: OutboundMessage) -> SendResult:
+        text = message.text
         chunks: list[str] = self._split_final(text) if text else [text]
         await self._patiently(lambda: self._show(chunks, final=True))
         while len(self._ids) > len(chunks):

@@ -172,13 +172,23 @@ class ReplyStream(abc.ABC):
     """One answer shown on a platform while the model writes it.
 
     The gateway drives it (``gateway.routing.streaming``): ``update`` with the
-    whole text so far, no more often than ``streaming.edit_interval``, then
-    ``finish`` exactly once with the final text (the answer, a stopped answer's
-    partial text, or an error notice). ``update`` shows plain text; ``finish``
-    formats it the way ``Adapter.send`` would and may spread it over several
-    messages. Whatever ``update`` does, ``finish`` ends with exactly the final
-    text visible.
+    whole text so far, then ``finish`` exactly once with the final message (the
+    answer, a stopped answer's partial text, or an error notice). A throttled
+    stream (chat messages edited in place) gets an update no more often than
+    ``streaming.edit_interval``, and its first once ``streaming.min_chars`` or
+    ``streaming.first_delay`` is reached; an unthrottled one (SSE, a terminal)
+    gets one as soon as there is new text. ``update`` shows plain text;
+    ``finish`` formats it the way ``Adapter.send`` would and may spread it over
+    several messages. Whatever ``update`` did, ``finish`` ends with exactly the
+    final text visible.
+
+    Text of a model call that turned out to ask for tools is dropped from the
+    text ``update`` gets: a stream that cannot take text back (SSE, a terminal)
+    sees the text shrink, and shows the new text after what it already showed.
     """
+
+    #: updates cost a platform call each and are rate limited (see above)
+    throttled: bool = True
 
     @property
     @abc.abstractmethod
@@ -193,10 +203,10 @@ class ReplyStream(abc.ABC):
         updating, and still calls ``finish``)."""
 
     @abc.abstractmethod
-    async def finish(self, text: str) -> SendResult:
-        """Leave exactly ``text`` visible, formatted; waits out rate limits itself. Every message
-        id of the answer, or ``AdapterError`` when it could not (the gateway then sends the text
-        as new messages)."""
+    async def finish(self, message: OutboundMessage) -> SendResult:
+        """Leave exactly ``message.text`` visible, formatted as ``Adapter.send`` would (``kind``,
+        ``error`` and ``usage`` as there); waits out rate limits itself. Every message id of the
+        answer, or ``AdapterError`` when it could not (the gateway then sends the message anew)."""
 
 
 class AdapterStateView(Protocol):
