@@ -92,6 +92,10 @@ class PendingReply:
     reply_to: str | None
     text: str
     created_at: float
+    #: the platform messages a streamed answer had shown (empty for a reply sent whole)
+    message_ids: tuple[str, ...] = ()
+    #: True for a stream whose answer was never stored (the turn was cut off): its messages show a fragment
+    interrupted: bool = False
 
 
 @dataclass(frozen=True)

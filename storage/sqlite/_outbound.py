@@ -3,8 +3,9 @@ before it is sent, and is marked when it was (or could not be)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from .._model import PendingReply
 
@@ -20,6 +21,32 @@ def record(conn: sqlite3.Connection, *, session_key: str | None, session_id: str
     return int(cur.lastrowid or 0)
 
 
+def open_stream(conn: sqlite3.Connection, *, session_key: str | None, session_id: str | None, platform: str,
+                chat_id: str, thread_id: str | None, reply_to: str | None, message_ids: Sequence[str],
+                now: float) -> int:
+    """A ``streaming`` row for an answer shown while it is written (no text yet); its id."""
+    cur = conn.execute(
+        "INSERT INTO gateway_outbound (session_key, session_id, platform, chat_id, thread_id, reply_to, "
+        "text, status, message_ids, created_at) VALUES (?, ?, ?, ?, ?, ?, '', 'streaming', ?, ?)",
+        (session_key, session_id, platform, chat_id, thread_id, reply_to, json.dumps(list(message_ids)), now),
+    )
+    return int(cur.lastrowid or 0)
+
+
+def set_message_ids(conn: sqlite3.Connection, ledger_id: int, message_ids: Sequence[str]) -> None:
+    conn.execute("UPDATE gateway_outbound SET message_ids = ? WHERE id = ?",
+                 (json.dumps(list(message_ids)), ledger_id))
+
+
+def settle_stream(conn: sqlite3.Connection, ledger_id: int, text: str, session_id: str | None) -> None:
+    """The streamed answer is stored: its row becomes a ``pending`` reply with the final text."""
+    conn.execute(
+        "UPDATE gateway_outbound SET text = ?, session_id = COALESCE(?, session_id), status = 'pending' "
+        "WHERE id = ? AND status = 'streaming'",
+        (text, session_id, ledger_id),
+    )
+
+
 def mark(conn: sqlite3.Connection, ledger_id: int, status: str, error: str | None, *, now: float) -> None:
     """Set a row's status and error and count the attempt; ``sent`` and ``recovered`` also set ``sent_at``."""
     conn.execute(
@@ -32,20 +59,29 @@ def mark(conn: sqlite3.Connection, ledger_id: int, status: str, error: str | Non
 def expire_pending(conn: sqlite3.Connection, platform: str, *, created_before: float) -> None:
     """Mark the platform's ``pending`` rows written before ``created_before`` as ``expired``."""
     conn.execute(
-        "UPDATE gateway_outbound SET status = 'expired' WHERE platform = ? AND status = 'pending' "
-        "AND created_at < ?",
+        "UPDATE gateway_outbound SET status = 'expired' WHERE platform = ? "
+        "AND status IN ('pending', 'streaming') AND created_at < ?",
         (platform, created_before),
     )
 
 
 def pending(conn: sqlite3.Connection, platform: str) -> list[PendingReply]:
-    """The platform's ``pending`` rows, oldest first."""
+    """The platform's ``pending`` rows and cut-off ``streaming`` ones, oldest first."""
     rows = conn.execute(
-        "SELECT id, platform, chat_id, thread_id, reply_to, text, created_at FROM gateway_outbound "
-        "WHERE platform = ? AND status = 'pending' ORDER BY id",
+        "SELECT id, platform, chat_id, thread_id, reply_to, text, created_at, message_ids, status "
+        "FROM gateway_outbound WHERE platform = ? AND status IN ('pending', 'streaming') ORDER BY id",
         (platform,),
     ).fetchall()
-    return [PendingReply(*tuple(r)) for r in rows]
+    return [PendingReply(r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_ids=_ids(r[7]),
+                         interrupted=r[8] == "streaming") for r in rows]
+
+
+def _ids(raw: str | None) -> tuple[str, ...]:
+    try:
+        value = json.loads(raw) if raw else []
+    except ValueError:
+        return ()
+    return tuple(str(v) for v in value) if isinstance(value, list) else ()
 
 
 def mark_recovering(conn: sqlite3.Connection, ledger_ids: Iterable[int]) -> None:

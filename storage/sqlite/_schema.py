@@ -354,6 +354,15 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE gateway_inbound_seen ADD COLUMN answer TEXT",
         ),
     ),
+    Migration(
+        6,
+        "the platform messages of a streamed answer, so that a restart can finish what a crash cut off",
+        (
+            # A JSON list of message ids; NULL for a reply sent whole. A streamed answer's row
+            # exists from its first visible message on, as 'streaming' (no text yet).
+            "ALTER TABLE gateway_outbound ADD COLUMN message_ids TEXT",
+        ),
+    ),
 )
 
 

@@ -520,12 +520,13 @@ def test_upgrade_done_by_another_process_meanwhile_is_not_redone(
 async def test_the_bindings_table_is_backfilled_from_a_v13_database(db_path: Path) -> None:
     # A v13 database is today's schema without gateway_session_bindings (added by the step
     # counted as 14 then, gateway step 3 now) and without the question and answer of a seen
-    # message (gateway step 5).
+    # message (gateway step 5), and without the message ids of a streamed reply (gateway step 6).
     store = StateStore(db_path, writer_settings=SETTINGS)
     await store.open()
     await store.close()
     with connect(db_path) as conn:
         conn.execute("DROP TABLE gateway_session_bindings")
+        conn.execute("ALTER TABLE gateway_outbound DROP COLUMN message_ids")
         for column in ("session_id", "question_id", "answer"):
             conn.execute(f"ALTER TABLE gateway_inbound_seen DROP COLUMN {column}")
         conn.execute("INSERT INTO gateway_inbound_seen (platform, delivery_key, seen_at) VALUES ('telegram', 'm', 1)")
