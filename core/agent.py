@@ -24,6 +24,7 @@ from .compression import CompressOutcome
 from .errors import CompressionError, ModelContextLengthError, ModelError, ModelNotConfiguredError
 from .learning import CounterUpdate
 from .llm import ModelClient, Usage
+from .streaming import AnswerListener
 from .tools import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
@@ -55,6 +56,8 @@ class TurnRequest:
     #: ``text`` is already stored as the session's latest user message (a retried request whose
     #: turn a crash cut off): the turn answers it without storing it again
     question_stored: bool = False
+    #: shown the answer while the model writes it (the gateway's stream driver); None: not streamed
+    listener: AnswerListener | None = None
 
 
 def _final_ops(session_id: str, counters: CounterUpdate | None, on_answer: AnswerOp | None) -> FinalOp | None:

@@ -23,10 +23,13 @@ from storage import PendingReply, StateStore, outbound
 
 if TYPE_CHECKING:
     from gateway.routing.metrics import GatewayMetrics
+    from gateway.routing.streaming import StreamDriver
 
 log = structlog.get_logger("hermes.delivery")
 
 RECOVERED_PREFIX = "↻ (recovered after a restart) "
+#: what a streamed answer that a crash cut off before it was stored shows after the restart
+INTERRUPTED_NOTE = "⚠️ This answer was cut off by a restart before it was finished."
 
 
 def record_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: str | None,
@@ -40,6 +43,28 @@ def record_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: st
     return outbound.record(conn, session_key=session_key, session_id=session_id, platform=out.platform,
                            chat_id=out.chat_id, thread_id=out.thread_id, reply_to=out.reply_to, text=out.text,
                            now=time.time())
+
+
+def record_stream(conn: sqlite3.Connection, target: OutboundMessage, session_key: str | None,
+                  session_id: str | None, message_ids: tuple[str, ...], ledger_id: int | None) -> int:
+    """The outbox row of an answer being streamed, with the messages it shows so far; its id.
+
+    Written when a stream shows its first message (and again when it adds one), so a
+    crash mid-stream leaves the ids a restart needs to finish or mark those messages.
+    """
+    if ledger_id is not None and outbound.set_message_ids(conn, ledger_id, message_ids):
+        return ledger_id
+    return outbound.open_stream(conn, session_key=session_key, session_id=session_id, platform=target.platform,
+                                chat_id=target.chat_id, thread_id=target.thread_id, reply_to=target.reply_to,
+                                message_ids=message_ids, now=time.time())
+
+
+def settle_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: str | None, session_id: str | None,
+                 ledger_id: int | None) -> int:
+    """The outbox row of a stored answer: the stream's row when it has one, else a new one."""
+    if ledger_id is not None and outbound.settle_stream(conn, ledger_id, out.text, session_id):
+        return ledger_id
+    return record_reply(conn, out, session_key, session_id)
 
 
 class Delivery:
@@ -82,10 +107,39 @@ class Delivery:
             return False
         # Noted in the background: the turn is over once the reply is out, and a message
         # arriving now must not be told to wait for bookkeeping. ``aclose`` waits for these.
-        task = asyncio.create_task(self._mark(ledger_id, "sent"))
+        self._mark_later(ledger_id, "sent")
+        return True
+
+    async def finish_stream(self, driver: StreamDriver, out: OutboundMessage, *,
+                            ledger_id: int | None = None) -> bool:
+        """End a streamed answer with ``out`` (its text is what stays visible); True when it is out.
+
+        ``ledger_id``: the answer's outbox row, written when the stream showed its first message.
+        A stream that cannot finish (its message was deleted, the platform refuses) is
+        answered anew, as a reply sent whole would be.
+        """
+        try:
+            await driver.finish(out)
+        except asyncio.CancelledError:
+            if ledger_id is not None:
+                await asyncio.shield(self._mark(ledger_id, "expired", "stopped while sending"))
+            raise
+        except Exception as exc:
+            log.warning("delivery.stream_finish_failed", platform=out.platform, error_type=type(exc).__name__,
+                        error=redact(str(exc))[:200])
+            if out.kind is not SendKind.REPLY:
+                return await self.send(out)
+            return await self.send(out, ledger_id=ledger_id)
+        if self.metrics is not None:
+            self.metrics.messages_out.labels(out.platform).inc()
+        if ledger_id is not None:
+            self._mark_later(ledger_id, "sent")
+        return True
+
+    def _mark_later(self, ledger_id: int, status: str) -> None:
+        task = asyncio.create_task(self._mark(ledger_id, status))
         self._marks.add(task)
         task.add_done_callback(self._marked)
-        return True
 
     def _marked(self, task: asyncio.Task[None]) -> None:
         self._marks.discard(task)
@@ -119,6 +173,18 @@ class Delivery:
             return redact(detail if isinstance(exc, GatewayError) else type(exc).__name__)
         return None
 
+    async def _resume(self, adapter: Adapter, out: OutboundMessage, message_ids: tuple[str, ...]) -> bool:
+        """Edit the messages a cut-off stream left into ``out``; False when that cannot be done."""
+        stream = adapter.resume_stream(out, message_ids)
+        if stream is None:
+            return False
+        try:
+            await stream.finish(out)
+        except Exception as exc:  # a library's own error too: the text goes out anew
+            log.info("delivery.resume_failed", platform=out.platform, error_type=type(exc).__name__)
+            return False
+        return True
+
     async def _mark(self, ledger_id: int, status: str, error: str | None = None) -> None:
         now = time.time()
         await self._store.write(lambda c: outbound.mark(c, ledger_id, status, error, now=now))
@@ -141,10 +207,19 @@ class Delivery:
             if adapter is None or not adapter.supports_recovery:
                 await self._mark(item.id, "expired", "no recipient waiting")
                 continue
-            error = await self._send_chunks(
-                adapter,
-                OutboundMessage(platform, item.chat_id, RECOVERED_PREFIX + item.text, item.thread_id, item.reply_to),
-            )
+            if item.interrupted:
+                # The answer was never stored (its turn is answered again if its message comes
+                # again): the fragment its stream showed says what happened to it.
+                notice = OutboundMessage(platform, item.chat_id, INTERRUPTED_NOTE, item.thread_id, item.reply_to,
+                                         SendKind.NOTICE)
+                shown = item.message_ids and await self._resume(adapter, notice, item.message_ids)
+                await self._mark(item.id, "expired", "cut off by a restart before the answer was stored"
+                                 if shown else "cut off before the answer was stored; its fragment stays")
+                continue
+            out = OutboundMessage(platform, item.chat_id, RECOVERED_PREFIX + item.text, item.thread_id, item.reply_to)
+            # A streamed answer's messages become the answer; without them it is sent anew.
+            error = None if item.message_ids and await self._resume(adapter, out, item.message_ids) \
+                else await self._send_chunks(adapter, out)
             await self._mark(item.id, "recovered" if error is None else "failed", error)
             sent += error is None
             if self.metrics is not None:

@@ -25,11 +25,12 @@ from gateway.errors import (
     describe,
 )
 from gateway.logs import redact
-from gateway.routing.delivery import record_reply
+from gateway.routing.delivery import record_stream, settle_reply
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
 from gateway.routing.session_index import Binding
 from gateway.routing.session_key import is_shared_session
+from gateway.routing.streaming import ChatPacer, StreamDriver, stopped_text
 from storage import SeenMessage
 
 log = structlog.get_logger("hermes.router")
@@ -41,16 +42,25 @@ AgentMaker = Callable[[Services, TurnRequest], Agent]
 
 
 class _Outbox:
-    """A reply's ledger row, written by the agent in the transaction that stores its answer."""
+    """A reply's ledger row, written by the agent in the transaction that stores its answer
+    (a streamed answer's row exists from its first visible message on)."""
 
-    def __init__(self, session_key: str, compose: Callable[[str], OutboundMessage]) -> None:
+    def __init__(self, session_key: str, session_id: str, compose: Callable[[str], OutboundMessage]) -> None:
         self._key = session_key
+        self._session_id = session_id
         self._compose = compose
         self.id: int | None = None
 
     def record(self, conn: sqlite3.Connection, session_id: str, answer: str) -> None:
-        # On the writer thread; a batch that is replayed runs this again and the last id stands.
-        self.id = record_reply(conn, self._compose(answer), self._key, session_id)
+        # On the writer thread, after any stream op of this turn; a batch that is replayed
+        # runs this again and the last id stands.
+        self.id = settle_reply(conn, self._compose(answer), self._key, session_id, self.id)
+
+    def stream_op(self, message_ids: tuple[str, ...]) -> Callable[[sqlite3.Connection], None]:
+        def op(conn: sqlite3.Connection) -> None:
+            self.id = record_stream(conn, self._compose(""), self._key, self._session_id, message_ids, self.id)
+
+        return op
 
 
 class Turns:
@@ -61,6 +71,8 @@ class Turns:
         #: automatic resets and the agent's turn before each (the daemon's sweeper runs them too)
         self.resets = Resets(services, memory_flush)
         self._accepting = True
+        #: every streamed answer's edits in one chat share its pace
+        self._pacer = ChatPacer(services.config.settings.streaming.edit_interval)
 
     def stop_intake(self) -> None:
         """The gateway is stopping: a summary turn stopped from now on failed because of it."""
@@ -174,7 +186,9 @@ class Turns:
                 return OutboundMessage(msg.platform, msg.chat_id, redact(body), msg.thread_id, msg.message_id, kind,
                                        error=error, usage=usage)
 
-            outbox = _Outbox(key, reply_to_user) if services.delivery.recoverable(msg.platform) else None
+            outbox = (_Outbox(key, binding.session_id, reply_to_user) if services.delivery.recoverable(msg.platform)
+                      else None)
+            stream = self._open_stream(msg, outbox)
             request = TurnRequest(
                 session_id=binding.session_id,
                 session_key=key,
@@ -189,6 +203,7 @@ class Turns:
                              if msg.delivery_key is not None else None),
                 on_answer=self._answer_ops(msg, outbox, reply_to_user),
                 question_stored=resume is not None,
+                listener=stream,
             )
             typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
             error: ReplyError | None = None
@@ -202,6 +217,8 @@ class Turns:
             except asyncio.CancelledError:
                 if outbox is not None and outbox.id is not None:  # stopped after the answer was stored
                     await asyncio.shield(services.delivery.withdraw(outbox.id, "the turn was stopped"))
+                if stream is not None:  # what was written stays visible, marked (the agent stored it)
+                    await asyncio.shield(self._end_stopped(stream, reply_to_user))
                 raise
             except Exception as exc:
                 if isinstance(exc, ModelNotConfiguredError):
@@ -220,11 +237,54 @@ class Turns:
                 # The answer was stored, then the turn failed: the error notice goes out instead.
                 await services.delivery.withdraw(ledger_id, "the turn failed after its answer was stored")
                 ledger_id = None
-            sent = await services.delivery.send(
-                reply_to_user(reply, kind, error=error, usage=usage), session_key=key, session_id=binding.session_id,
-                ledger_id=ledger_id,
-            )
+            out = reply_to_user(reply, kind, error=error, usage=usage)
+            if stream is not None and stream.shown:
+                sent = await services.delivery.finish_stream(stream, out, ledger_id=ledger_id)
+            else:
+                if stream is not None:
+                    await stream.close()
+                sent = await services.delivery.send(out, session_key=key, session_id=binding.session_id,
+                                                    ledger_id=ledger_id)
             return sent and kind is SendKind.REPLY
+
+    def _open_stream(self, msg: InboundMessage, outbox: _Outbox | None) -> StreamDriver | None:
+        """The driver that shows this turn's answer while it is written; None where the platform
+        does not stream (or it is switched off there)."""
+        adapter = self.services.adapters.get(msg.platform)
+        if adapter is None:
+            return None
+        target = OutboundMessage(msg.platform, msg.chat_id, "", msg.thread_id, msg.message_id)
+        try:
+            stream = adapter.open_stream(target)
+        except Exception:  # the answer still comes, whole
+            log.exception("router.stream_open_failed")
+            return None
+        if stream is None:
+            return None
+        settings = self.services.config.settings
+        own = getattr(getattr(settings.platforms, msg.platform, None), "tool_progress", None)
+        on_ids = None
+        if outbox is not None:
+            store = self.services.store
+
+            def on_ids(ids: tuple[str, ...]) -> None:
+                # Queued in order on the one writer, ahead of the answer's own transaction.
+                write = asyncio.ensure_future(store.write(outbox.stream_op(ids)))
+                write.add_done_callback(_log_failed_write)
+
+        return StreamDriver(stream, chat=(msg.platform, msg.chat_id), settings=settings.streaming, pacer=self._pacer,
+                            tool_progress=own if isinstance(own, bool) else settings.streaming.tool_progress,
+                            clean=redact, on_ids=on_ids)
+
+    async def _end_stopped(self, stream: StreamDriver,
+                           compose: Callable[..., OutboundMessage]) -> None:
+        try:
+            if stream.shown:
+                await stream.finish(compose(stopped_text(stream.partial), SendKind.NOTICE))
+            else:
+                await stream.close()
+        except Exception:
+            log.exception("router.stopped_stream_failed")
 
     def _answer_ops(self, msg: InboundMessage, outbox: _Outbox | None,
                     compose: Callable[[str], OutboundMessage]) -> AnswerOp | None:
@@ -267,3 +327,9 @@ class Turns:
             with contextlib.suppress(Exception):
                 await adapter.send_typing(msg.chat_id, msg.thread_id)
             await asyncio.sleep(g.typing_interval)
+
+
+def _log_failed_write(write: asyncio.Future[None]) -> None:
+    if not write.cancelled() and write.exception() is not None:
+        # The stream goes on; only a crash now would leave its messages unaccounted for.
+        log.warning("router.stream_ledger_failed", error=str(write.exception()))

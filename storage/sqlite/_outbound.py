@@ -33,18 +33,22 @@ def open_stream(conn: sqlite3.Connection, *, session_key: str | None, session_id
     return int(cur.lastrowid or 0)
 
 
-def set_message_ids(conn: sqlite3.Connection, ledger_id: int, message_ids: Sequence[str]) -> None:
-    conn.execute("UPDATE gateway_outbound SET message_ids = ? WHERE id = ?",
-                 (json.dumps(list(message_ids)), ledger_id))
+def set_message_ids(conn: sqlite3.Connection, ledger_id: int, message_ids: Sequence[str]) -> bool:
+    """Record the messages a stream shows; False when its row is gone (or was never committed)."""
+    cur = conn.execute("UPDATE gateway_outbound SET message_ids = ? WHERE id = ? AND status IN ('streaming', 'pending')",
+                       (json.dumps(list(message_ids)), ledger_id))
+    return cur.rowcount > 0
 
 
-def settle_stream(conn: sqlite3.Connection, ledger_id: int, text: str, session_id: str | None) -> None:
-    """The streamed answer is stored: its row becomes a ``pending`` reply with the final text."""
-    conn.execute(
+def settle_stream(conn: sqlite3.Connection, ledger_id: int, text: str, session_id: str | None) -> bool:
+    """The streamed answer is stored: its row becomes a ``pending`` reply with the final text.
+    False when there is no such streaming row."""
+    cur = conn.execute(
         "UPDATE gateway_outbound SET text = ?, session_id = COALESCE(?, session_id), status = 'pending' "
         "WHERE id = ? AND status = 'streaming'",
         (text, session_id, ledger_id),
     )
+    return cur.rowcount > 0
 
 
 def mark(conn: sqlite3.Connection, ledger_id: int, status: str, error: str | None, *, now: float) -> None:

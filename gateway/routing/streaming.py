@@ -1,0 +1,224 @@
+"""An answer shown while the model writes it: core's listener on one side, a platform's
+``ReplyStream`` on the other.
+
+``StreamDriver`` is the ``core.AnswerListener`` of one turn. The agent's
+callbacks only change the text and wake the driver's own task, so a slow
+platform never slows the model's stream. That task calls ``update`` paced
+for a throttled stream (messages edited in place): the first once the answer
+has ``streaming.min_chars`` characters or ``streaming.first_delay`` seconds
+after its first text, then at most one per ``streaming.edit_interval`` per
+chat (``ChatPacer``, shared by every answer streaming in that chat, the final
+edit included), and none until a 429's ``retry_after`` has passed; what was
+written meanwhile goes out with the next one, so nothing is lost or sent
+twice. An unthrottled stream (SSE, a terminal) gets every new text at once.
+
+Only a preview flows through here. The answer itself is stored by the agent
+and delivered by ``Delivery.finish_stream``, which ends the stream with the
+final text (or sends it anew when the stream cannot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+import structlog
+
+from adapters.base import OutboundMessage, RateLimitedError, ReplyStream, SendResult
+from gateway.config import StreamingConfig
+
+__all__ = ["ChatPacer", "StreamDriver", "stopped_text"]
+
+log = structlog.get_logger("hermes.stream")
+
+#: at most this many tool-progress lines are shown at once (the latest)
+_PROGRESS_LINES = 5
+#: a chat whose next edit was allowed this long ago is forgotten by the pacer
+_PACER_FORGET_S = 60.0
+
+
+def stopped_text(partial: str) -> str:
+    """What a streamed answer shows once /stop cut it: what was written, marked."""
+    return f"{partial.rstrip()}\n\n⚡ Stopped." if partial.strip() else "⚡ Stopped."
+
+
+class ChatPacer:
+    """When each chat may see its next edit: one per ``interval``, later after a 429."""
+
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._next: dict[tuple[str, str], float] = {}
+
+    def next_at(self, chat: tuple[str, str]) -> float:
+        return self._next.get(chat, 0.0)
+
+    def note(self, chat: tuple[str, str], now: float) -> None:
+        """An edit of ``chat`` goes out now."""
+        self._next[chat] = max(self._next.get(chat, 0.0), now + self.interval)
+        if len(self._next) > 256:
+            stale = [c for c, at in self._next.items() if at < now - _PACER_FORGET_S]
+            for c in stale:
+                del self._next[c]
+
+    def hold(self, chat: tuple[str, str], until: float) -> None:
+        """The platform said to wait until ``until`` (a 429)."""
+        self._next[chat] = max(self._next.get(chat, 0.0), until)
+
+
+class StreamDriver:
+    """Shows one turn's answer on ``stream`` while it is written; build one per turn."""
+
+    def __init__(self, stream: ReplyStream, *, chat: tuple[str, str], settings: StreamingConfig, pacer: ChatPacer,
+                 tool_progress: bool, clean: Callable[[str], str],
+                 on_ids: Callable[[tuple[str, ...]], None] | None = None) -> None:
+        self._stream = stream
+        self._chat = chat
+        self._settings = settings
+        self._pacer = pacer
+        self._tool_progress = tool_progress
+        self._clean = clean
+        self._on_ids = on_ids
+        self._text = ""
+        self._progress: list[str] = []
+        self._first_at: float | None = None
+        self._shown = ""
+        self._ids: tuple[str, ...] = ()
+        self._closing = False
+        self._broken = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        #: the stream's ``update`` and ``finish`` calls that went out
+        self.calls = 0
+        #: monotonic time of the first update that went out (None: nothing shown yet)
+        self.first_shown_at: float | None = None
+
+    # ---------------------------------------------------------------- AnswerListener
+
+    def text(self, delta: str) -> None:
+        if delta:
+            self._text += delta
+            self._started()
+
+    def discard(self) -> None:
+        self._text = ""
+        self._wake.set()
+
+    def tool(self, name: str) -> None:
+        if self._tool_progress:
+            self._progress.append(f"⚙️ running {name}…")
+            self._started()
+
+    # -------------------------------------------------------------------- the driver
+
+    @property
+    def partial(self) -> str:
+        """The answer as written so far (the text of the current model call)."""
+        return self._text
+
+    @property
+    def shown(self) -> bool:
+        """Something of the answer is visible, so ``finish`` (not a fresh send) must end it."""
+        return self.first_shown_at is not None
+
+    def _started(self) -> None:
+        if self._first_at is None:
+            self._first_at = time.monotonic()
+        if self._task is None and not self._closing:
+            self._task = asyncio.create_task(self._run(), name=f"stream:{self._chat[0]}:{self._chat[1]}")
+        self._wake.set()
+
+    def _visible(self) -> str:
+        if self._text.strip():
+            return self._clean(self._text)
+        return "\n".join(self._progress[-_PROGRESS_LINES:])
+
+    def _due(self, text: str, now: float) -> float:
+        """When ``text`` may go out (a throttled stream)."""
+        due = self._pacer.next_at(self._chat)
+        if self.first_shown_at is None and len(text) < self._settings.min_chars and self._first_at is not None:
+            due = max(due, self._first_at + self._settings.first_delay)
+        return due
+
+    async def _run(self) -> None:
+        while not self._closing:
+            await self._wake.wait()
+            self._wake.clear()
+            if self._closing:
+                return
+            if self._stream.throttled and not await self._paced():
+                return
+            text = self._visible()
+            if not text.strip() or text == self._shown:
+                continue
+            now = time.monotonic()
+            if self._stream.throttled:
+                self._pacer.note(self._chat, now)
+            try:
+                await self._stream.update(text)
+            except RateLimitedError as exc:
+                log.info("stream.rate_limited", platform=self._chat[0], retry_after_s=exc.retry_after)
+                self._pacer.hold(self._chat, time.monotonic() + exc.retry_after)
+                self._wake.set()  # what was written goes out once the wait is over
+                continue
+            except Exception as exc:  # the final text still goes out, by finish or anew
+                log.warning("stream.update_failed", platform=self._chat[0], error_type=type(exc).__name__,
+                            error=str(exc)[:200])
+                self._broken = True
+                return
+            self._shown = text
+            self.calls += 1
+            if self.first_shown_at is None:
+                self.first_shown_at = now
+            self._note_ids()
+
+    async def _paced(self) -> bool:
+        """Wait until the next update is due (woken meanwhile when more text may make it due
+        sooner); False when the driver is closing."""
+        while True:
+            now = time.monotonic()
+            due = self._due(self._visible(), now)
+            if due <= now:
+                return not self._closing
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(due - now):
+                    await self._wake.wait()
+            if self._closing:
+                return False
+
+    def _note_ids(self) -> None:
+        ids = self._stream.message_ids
+        if ids != self._ids:
+            self._ids = ids
+            if self._on_ids is not None:
+                self._on_ids(ids)
+
+    async def close(self) -> None:
+        """Stop updating; an update under way is let finish (a platform call cut in half may
+        leave a message nobody can account for)."""
+        self._closing = True
+        self._wake.set()
+        task, self._task = self._task, None
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def finish(self, message: OutboundMessage) -> SendResult:
+        """End the stream with ``message``: its text is what stays visible. Raises what the
+        stream's ``finish`` raises."""
+        await self.close()
+        if self._stream.throttled:
+            # The final edit counts against the chat's pace like any other.
+            wait = self._pacer.next_at(self._chat) - time.monotonic()
+            if wait > 0:
+                await asyncio.sleep(wait)
+            self._pacer.note(self._chat, time.monotonic())
+        result = await self._stream.finish(message)
+        self.calls += 1
+        return result
+
+    @property
+    def broken(self) -> bool:
+        """An update failed (not a rate limit): the stream showed no more after it."""
+        return self._broken
