@@ -268,3 +268,28 @@ async def test_resume_stream_edits_the_messages_left_behind(fake_slack: FakeSlac
 async def test_streaming_off_gives_no_stream(fake_slack: FakeSlack) -> None:
     async with connected(fake_slack, streaming=False) as (adapter, _):
         assert adapter.open_stream(OutboundMessage("slack", CHANNEL, "", thread_id="1.000001")) is None
+
+
+async def test_a_channel_answer_whose_asker_is_unknown_is_posted_and_edited(fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    async with connected(fake) as (adapter, got):
+        target = await asked(fake, got, "asked before a restart")
+        # Slack requires a recipient outside DMs: an answer to a message this run did not see has none.
+        unknown = OutboundMessage("slack", CHANNEL, "", thread_id=target.thread_id, reply_to="1600000000.000001")
+        [ts] = await stream_all(opened(adapter, unknown), unknown)
+    assert not fake.calls_to("chat.startStream")
+    assert fake.messages[(CHANNEL, ts)]["text"] == to_mrkdwn(FINAL)
+    assert fake.messages[(CHANNEL, ts)]["thread_ts"] == target.thread_id
+
+
+async def test_an_empty_final_text_leaves_nothing_behind(fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    async with connected(fake, thinking_placeholder=True, thinking_delay=0) as (adapter, got):
+        target = await asked(fake, got, "never mind")
+        placeholder = await placeholder_of(fake, CHANNEL)
+        stream = opened(adapter, target)
+        await stream.update(GROWING[0])
+        result = await stream.finish(OutboundMessage("slack", CHANNEL, "  ", thread_id=target.thread_id))
+    assert result.message_ids == () and stream.message_ids == ()
+    assert fake.thread_replies(CHANNEL, target.thread_id) == []
+    assert (CHANNEL, placeholder) not in fake.messages
