@@ -5,7 +5,8 @@ This module connects and disconnects; the work is done by its parts:
 - ``_webapi``: the bot's Web API client, ``auth.test``, the Socket Mode URL, token errors;
 - ``_socket`` (default) or ``_http``: events in over a websocket, or as signed HTTP requests;
 - ``_intake`` and ``_inbound``: one event -> one ``InboundMessage`` -> the router;
-- ``_outbound`` and ``_mrkdwn``: replies out as mrkdwn, with "thinking" placeholders.
+- ``_outbound`` and ``_mrkdwn``: replies out as mrkdwn, with "thinking" placeholders;
+- ``_stream``: an answer shown while it is written (chat streaming, else post and edit).
 
 ``health`` is "starting", "live", "degraded" (the socket went silent, a
 connection failed) or "failed" (a token Slack refuses); ``health_log`` keeps the
@@ -27,7 +28,17 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from .._health import Health
 from .._split import split_text
-from ..base import Adapter, AdapterError, ChatInfo, FatalAdapterError, OutboundMessage, SendResult
+from ..base import (
+    Adapter,
+    AdapterError,
+    ChatInfo,
+    Disposition,
+    FatalAdapterError,
+    InboundMessage,
+    OutboundMessage,
+    ReplyStream,
+    SendResult,
+)
 from ..settings import reveal
 from ._http import EventsEndpoint
 from ._inbound import PLATFORM
@@ -36,6 +47,7 @@ from ._mrkdwn import mrkdwn_budget
 from ._outbound import Sender
 from ._settings import SlackSettings
 from ._socket import SocketMode
+from ._stream import SlackStream, StreamPlace, StreamSupport
 from ._webapi import identify, make_web_client, open_socket_url
 
 __all__ = ["SlackAdapter"]
@@ -57,6 +69,11 @@ class SlackAdapter(Adapter):
         self.settings = settings
         self._health = Health(PLATFORM, history=50)
         self._client: AsyncWebClient | None = None
+        #: the same bot, without retries: streamed answers (see ``_stream``)
+        self._stream_client: AsyncWebClient | None = None
+        #: the workspace's team id (or its enterprise id), from auth.test
+        self._workspace = ""
+        self._stream_support = StreamSupport()
         self._session: aiohttp.ClientSession | None = None
         self._app: AsyncApp | None = None
         self._stopping = asyncio.Event()
@@ -100,8 +117,10 @@ class SlackAdapter(Adapter):
                 self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=128))
             client = make_web_client(self.settings, self._session)
             self._client = client
+            self._stream_client = make_web_client(self.settings, self._session, retries=False)
             me, auth = await identify(client)
             team, enterprise = auth.get("team_id"), auth.get("enterprise_id")
+            self._workspace = str(team or enterprise or "")
             self._app = self._intake.make_app(me, team if isinstance(team, str) else None,
                                               enterprise if isinstance(enterprise, str) else None, self._session)
             if self.settings.mode == "http":
@@ -157,6 +176,33 @@ class SlackAdapter(Adapter):
 
     async def send(self, message: OutboundMessage) -> SendResult:
         return await self._sender.send(message)
+
+    async def dispatch(self, message: InboundMessage) -> Disposition:
+        self._sender.note_author(message)  # a streamed answer names its recipient
+        return await super().dispatch(message)
+
+    def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
+        """The answer to ``target`` shown as it is written; None with ``streaming: false``."""
+        if not self.settings.streaming:
+            return None
+
+        async def claim() -> str | None:
+            return await self._sender.claim(target)
+
+        return SlackStream(lambda: self._stream_client, self.split, self._place(target), self._stream_support,
+                           claim=claim)
+
+    def resume_stream(self, target: OutboundMessage, message_ids: tuple[str, ...]) -> ReplyStream | None:
+        """The messages of a stream cut off by a restart, edited into the recovered text (whatever
+        ``streaming`` says now: a partial answer is never left beside a second, whole one)."""
+        if not message_ids:
+            return None
+        return SlackStream(lambda: self._stream_client, self.split, self._place(target), self._stream_support,
+                           message_ids=message_ids)
+
+    def _place(self, target: OutboundMessage) -> StreamPlace:
+        return StreamPlace(channel=target.chat_id, thread_ts=target.thread_id, workspace=self._workspace,
+                           recipient=self._sender.author_of(target.chat_id, target.reply_to))
 
     async def get_chat_info(self, chat_id: str) -> ChatInfo:
         return await self._sender.get_chat_info(chat_id)

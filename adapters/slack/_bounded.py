@@ -6,7 +6,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-__all__ = ["MEMORY", "Bounded"]
+__all__ = ["MEMORY", "Bounded", "BoundedMap"]
 
 #: How many entries (event ids, bot threads, answered messages) are remembered.
 MEMORY = 10_000
@@ -17,6 +17,16 @@ class Bounded(OrderedDict[Any, float]):
 
     def add(self, key: Any) -> None:
         self[key] = time.monotonic()
+        self.move_to_end(key)
+        while len(self) > MEMORY:
+            self.popitem(last=False)
+
+
+class BoundedMap(OrderedDict[Any, Any]):
+    """A mapping that forgets its oldest entries past ``MEMORY`` (who wrote the messages answered)."""
+
+    def put(self, key: Any, value: Any) -> None:
+        self[key] = value
         self.move_to_end(key)
         while len(self) > MEMORY:
             self.popitem(last=False)

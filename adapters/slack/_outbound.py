@@ -22,7 +22,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from .._text import clean_text
 from ..base import AdapterError, ChatInfo, ChatType, InboundMessage, OutboundMessage, SendKind, SendResult
-from ._bounded import Bounded
+from ._bounded import Bounded, BoundedMap
 from ._mrkdwn import to_mrkdwn
 from ._settings import SlackSettings
 from ._webapi import api_error
@@ -41,6 +41,7 @@ class Sender:
         self._client = client
         self._bot_threads = Bounded()
         self._replied = Bounded()
+        self._authors = BoundedMap()
         #: (channel, ts answered) -> (task posting the placeholder, set once its post has started)
         self._placeholders: dict[tuple[str, str], tuple[asyncio.Task[str | None], asyncio.Event]] = {}
         #: placeholder posts under way
@@ -107,6 +108,28 @@ class Sender:
         except Exception:
             return None
 
+    async def claim(self, message: OutboundMessage) -> str | None:
+        """The answer to ``message.reply_to`` goes out now (sent, or its stream shows text): no placeholder
+        is posted for it any more, and the one already posted (its ts) is the answer's to use."""
+        if message.thread_id:
+            # Before the call: a user's follow-up can arrive before Slack's answer to it does.
+            self._bot_threads.add((message.chat_id, message.thread_id))
+        if not message.reply_to or message.kind is SendKind.ACK:
+            return None
+        self._replied.add((message.chat_id, message.reply_to))
+        return await self._take_placeholder(message.chat_id, message.reply_to)
+
+    # ------------------------------------------------------------------ authors
+
+    def note_author(self, message: InboundMessage) -> None:
+        """Who wrote ``message``: a streamed answer to it names that person as its recipient."""
+        if message.message_id is not None and message.user_id is not None:
+            self._authors.put((message.chat_id, message.message_id), message.user_id)
+
+    def author_of(self, channel: str, ts: str | None) -> str | None:
+        found = self._authors.get((channel, ts)) if ts is not None else None
+        return found if isinstance(found, str) else None
+
     # ------------------------------------------------------------------ sends
 
     async def send(self, message: OutboundMessage) -> SendResult:
@@ -118,14 +141,8 @@ class Sender:
         # Where the message answered was: its thread in a channel (a top-level one carries its own ts as
         # thread_id), the DM itself or the DM thread it was written in.
         thread_ts = message.thread_id
-        placeholder: str | None = None
-        if message.reply_to and message.kind is not SendKind.ACK:
-            self._replied.add((channel, message.reply_to))
-            placeholder = await self._take_placeholder(channel, message.reply_to)
+        placeholder = await self.claim(message)
         body = to_mrkdwn(text)
-        if thread_ts:
-            # Before the call: a user's follow-up can arrive before Slack's answer to it does.
-            self._bot_threads.add((channel, thread_ts))
         try:
             if placeholder is not None:
                 try:

@@ -36,11 +36,18 @@ def api_error(exc: SlackApiError) -> str:
     return str(error or f"HTTP {getattr(exc.response, 'status_code', '?')}")
 
 
-def make_web_client(settings: SlackSettings, session: aiohttp.ClientSession) -> AsyncWebClient:
-    """The bot's client, on ``session``; it waits out 429s (Retry-After), ``rate_limit_retries`` times."""
+def make_web_client(settings: SlackSettings, session: aiohttp.ClientSession, *, retries: bool = True) -> AsyncWebClient:
+    """The bot's client, on ``session``; it waits out 429s (Retry-After), ``rate_limit_retries`` times.
+
+    ``retries=False``: no retry at all, for a streamed answer. Its caller must see a 429 at once (the
+    gateway shows nothing until ``retry_after`` and then everything at once), and an append that
+    met a dropped connection may have landed: sent again it would show its text twice.
+    """
     s = settings
-    client = AsyncWebClient(token=reveal(s.bot_token), base_url=s.api_base_url, timeout=int(s.request_timeout), session=session)
-    client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=s.rate_limit_retries))
+    client = AsyncWebClient(token=reveal(s.bot_token), base_url=s.api_base_url, timeout=int(s.request_timeout),
+                            session=session, retry_handlers=None if retries else [])
+    if retries:
+        client.retry_handlers.append(AsyncRateLimitErrorRetryHandler(max_retry_count=s.rate_limit_retries))
     return client
 
 

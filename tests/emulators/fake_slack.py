@@ -2,9 +2,20 @@
 
 - **Web API** ``POST /api/<method>`` (JSON, form or query parameters; the token from
   ``Authorization: Bearer`` or a ``token`` parameter): ``auth.test``, ``chat.postMessage``,
-  ``chat.update``, ``conversations.info``, ``users.info``, ``apps.connections.open`` (app token only).
-  Errors are HTTP 200 ``{"ok": false, "error": ...}``; ``fail_next(method, 429, headers=
-  {"Retry-After": "1"})`` gives a rate limit.
+  ``chat.update``, ``chat.delete``, ``conversations.info``, ``users.info``, ``apps.connections.open``
+  (app token only), and the streaming methods ``chat.startStream`` / ``chat.appendStream`` /
+  ``chat.stopStream`` (``streaming=False``: the workspace lacks them and answers ``unknown_method``,
+  "This method is currently not available"). Errors are HTTP 200 ``{"ok": false, "error": ...}``;
+  ``fail_next(method, 429, headers={"Retry-After": "1"})`` gives a rate limit.
+- **Rate limits**, per method per workspace as Slack's tiers count them: ``chat.update`` Tier 3
+  (50/min), ``chat.appendStream`` Tier 4 (100/min), ``chat.startStream`` and ``chat.stopStream``
+  Tier 2 (20/min), ``chat.delete`` Tier 3: ``FakeSlack(rate_limits=TIER_LIMITS)``, or other counts
+  per ``rate_window`` seconds (none by default). A call past its limit is HTTP 429 ``ratelimited``
+  with ``Retry-After`` (whole seconds until the window has room).
+- **What a person sees**: ``messages`` holds each message as it looks now (``streaming`` while a
+  stream is open; ``markdown`` when its text came as ``markdown_text``); ``history`` has one entry
+  per visible change (post, start, append, stop, update, delete) and ``versions(channel, ts)`` the
+  texts one message showed, in order.
 - **Socket Mode**: ``apps.connections.open`` hands out ``ws://127.0.0.1:<port>/socket/<n>``; the
   server says ``hello``, sends ``events_api`` envelopes and records the client's acks. Controls:
   ``disconnect(reason)`` (``refresh_requested``, ``link_disabled``), ``go_silent()`` (the socket
@@ -25,6 +36,7 @@ import hmac
 import itertools
 import json
 import time
+from collections import deque
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -32,12 +44,14 @@ import aiohttp
 from aiohttp import WSMsgType, web
 
 from ._base import FakeServer, SentMessage
+from ._slack_chat import BOT_ID, BOT_USER, STREAM_METHODS, TIER_LIMITS, ChatMethods
 
 __all__ = [
     "APP_TOKEN",
     "BOT_TOKEN",
     "BOT_USER",
     "SIGNING_SECRET",
+    "TIER_LIMITS",
     "FakeSlack",
     "sign",
 ]
@@ -45,12 +59,9 @@ __all__ = [
 BOT_TOKEN = "xoxb-1111-2222-fakebottoken"
 APP_TOKEN = "xapp-1-A111-2222-fakeapptoken"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
-BOT_USER = "U0BOT0001"
-BOT_ID = "B0BOT0001"
 TEAM = "T0TEAM001"
 APP_ID = "A0APP0001"
-#: Slack's readable limit is 4000 characters; it truncates above 40,000.
-HARD_LIMIT = 40_000
+
 
 
 def sign(body: bytes, secret: str, ts: str | int | None = None) -> dict[str, str]:
@@ -69,7 +80,7 @@ class _Socket:
         self.closed = asyncio.Event()
 
 
-class FakeSlack(FakeServer):
+class FakeSlack(ChatMethods, FakeServer):
     platform = "slack"
 
     def __init__(
@@ -79,6 +90,9 @@ class FakeSlack(FakeServer):
         app_token: str = APP_TOKEN,
         signing_secret: str = SIGNING_SECRET,
         user: str = "U0USER001",
+        streaming: bool = True,
+        rate_limits: dict[str, int] | None = None,
+        rate_window: float = 60.0,
     ) -> None:
         super().__init__()
         self.bot_token = bot_token
@@ -94,6 +108,15 @@ class FakeSlack(FakeServer):
         self.sockets: list[_Socket] = []
         #: current state of every message in every channel: (channel, ts) -> message
         self.messages: dict[tuple[str, str], dict[str, Any]] = {}
+        #: the workspace has chat.startStream / appendStream / stopStream (False: ``unknown_method``)
+        self.streaming = streaming
+        #: calls per ``rate_window`` seconds, per method (``TIER_LIMITS``: Slack's tiers; none by default, so
+        #: that a benchmark's load is not slowed by limits it is not measuring)
+        self.rate_limits = dict(rate_limits or {})
+        self.rate_window = rate_window
+        #: one entry per visible change of a bot message: method, chat_id, ts, text, streaming, deleted
+        self.history: list[dict[str, Any]] = []
+        self._accepted: dict[str, deque[float]] = {}
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
         self._http: aiohttp.ClientSession | None = None
@@ -169,8 +192,11 @@ class FakeSlack(FakeServer):
             return self._respond(call, 200, {"ok": False, "error": "not_allowed_token_type" if token == other
                                              else "invalid_auth"})
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
-        if handler is None:
+        if handler is None or (method in STREAM_METHODS and not self.streaming):
             return self._respond(call, 200, {"ok": False, "error": "unknown_method"})
+        wait = self._rate_limited(method)
+        if wait is not None:
+            return self._respond(call, 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(wait)})
         return self._respond(call, 200, handler(params))
 
     def _m_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -179,36 +205,6 @@ class FakeSlack(FakeServer):
 
     def _m_apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/socket/{len(self.sockets) + 1}"}
-
-    def _m_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
-        channel, text = params.get("channel"), params.get("text")
-        if not isinstance(channel, str) or not channel:
-            return {"ok": False, "error": "channel_not_found"}
-        if not isinstance(text, str) or not text:
-            return {"ok": False, "error": "no_text"}
-        if len(text) > HARD_LIMIT:
-            return {"ok": False, "error": "msg_too_long"}
-        ts = self.next_ts()
-        thread_ts = params.get("thread_ts") or None
-        message = {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "text": text, "ts": ts}
-        if thread_ts:
-            message["thread_ts"] = thread_ts
-        self.messages[(channel, ts)] = dict(message)
-        self._record_sent({"method": "chat.postMessage", "chat_id": channel, "text": text, "thread_id": thread_ts,
-                           "reply_to": None, "message_id": ts, "ts": ts})
-        return {"ok": True, "channel": channel, "ts": ts, "message": message}
-
-    def _m_chat_update(self, params: dict[str, Any]) -> dict[str, Any]:
-        channel, ts, text = params.get("channel"), params.get("ts"), params.get("text")
-        message = self.messages.get((str(channel), str(ts)))
-        if message is None:
-            return {"ok": False, "error": "message_not_found"}
-        if not isinstance(text, str) or not text:
-            return {"ok": False, "error": "no_text"}
-        message["text"] = text
-        self._record_sent({"method": "chat.update", "chat_id": channel, "text": text,
-                           "thread_id": message.get("thread_ts"), "reply_to": None, "message_id": ts, "ts": ts})
-        return {"ok": True, "channel": channel, "ts": ts, "text": text}
 
     def _m_conversations_info(self, params: dict[str, Any]) -> dict[str, Any]:
         channel = str(params.get("channel") or "")
@@ -399,12 +395,12 @@ class FakeSlack(FakeServer):
 
     async def wait_reply(self, channel: str, thread_ts: str | None, n: int = 1, timeout: float = 5.0,
                          thinking: str = "thinking", text: str | None = None) -> list[dict[str, Any]]:
-        """Wait until the bot has ``n`` finished messages (no placeholder left) in a thread (None: at the
+        """Wait until the bot has ``n`` finished messages (no placeholder left, no stream open) in a thread (None: at the
         top level of the channel), one of them reading exactly ``text`` if given; return them all."""
 
         def done() -> list[dict[str, Any]] | None:
             got = self.thread_replies(channel, thread_ts)
-            finished = [m for m in got if thinking not in m["text"]]
+            finished = [m for m in got if thinking not in m["text"] and not m.get("streaming")]
             if text is not None and not any(m["text"] == text for m in finished):
                 return None
             return got if len(finished) >= n and len(finished) == len(got) else None

@@ -12,7 +12,7 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, BOT_USER, SIGNING_SECRET, FakeSlack
+from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, BOT_USER, SIGNING_SECRET, TIER_LIMITS, FakeSlack
 
 
 def client(fake: FakeSlack, token: str = BOT_TOKEN) -> AsyncWebClient:
@@ -101,3 +101,83 @@ async def test_events_api_signed_posts_and_retries(fake_slack: FakeSlack) -> Non
         assert got[0]["ts"] == got[1]["ts"]
     finally:
         await runner.cleanup()
+
+
+async def test_chat_streaming_methods(fake_slack: FakeSlack) -> None:
+    fake, api = fake_slack, client(fake_slack)
+    with pytest.raises(SlackApiError) as no_recipient:
+        await api.chat_startStream(channel="C1", thread_ts="1.000001", markdown_text="x")
+    assert no_recipient.value.response["error"] == "missing_recipient_user_id"
+    started = await api.chat_startStream(channel="C1", thread_ts="1.000001", markdown_text="Hel",
+                                         recipient_user_id="U1", recipient_team_id="T1")
+    ts = started["ts"]
+    await api.chat_appendStream(channel="C1", ts=ts, markdown_text="lo **wor")
+    # A streaming message cannot be edited; appending nothing is refused.
+    with pytest.raises(SlackApiError) as conflict:
+        await api.chat_update(channel="C1", ts=ts, text="other")
+    assert conflict.value.response["error"] == "streaming_state_conflict"
+    with pytest.raises(SlackApiError) as empty:
+        await api.chat_appendStream(channel="C1", ts=ts, markdown_text="")
+    assert empty.value.response["error"] == "no_text"
+    assert fake.messages[("C1", ts)]["streaming"] is True
+    stopped = await api.chat_stopStream(channel="C1", ts=ts, markdown_text="ld**")
+    assert stopped["message"]["text"] == "Hello **world**"
+    assert fake.versions("C1", ts) == ["Hel", "Hello **wor", "Hello **world**"]
+    with pytest.raises(SlackApiError) as over:
+        await api.chat_appendStream(channel="C1", ts=ts, markdown_text="more")
+    assert over.value.response["error"] == "message_not_in_streaming_state"
+    # Once stopped it is an ordinary message again: chat.update takes markdown_text (or text, not both).
+    await api.chat_update(channel="C1", ts=ts, markdown_text="Bye")
+    with pytest.raises(SlackApiError) as both:
+        await api.chat_update(channel="C1", ts=ts, markdown_text="a", text="b")
+    assert both.value.response["error"] == "markdown_text_conflict"
+    with pytest.raises(SlackApiError) as long:
+        await api.chat_update(channel="C1", ts=ts, markdown_text="x" * 12_001)
+    assert long.value.response["error"] == "msg_too_long"
+    assert fake.versions("C1", ts)[-1] == "Bye"
+    # A DM needs no recipient; a stream is always a reply (thread_ts).
+    dm = await api.chat_startStream(channel="D1", thread_ts="2.000001")
+    assert fake.messages[("D1", dm["ts"])]["text"] == ""
+    await api.chat_delete(channel="D1", ts=dm["ts"])
+    assert ("D1", dm["ts"]) not in fake.messages
+    with pytest.raises(SlackApiError) as gone:
+        await api.chat_update(channel="D1", ts=dm["ts"], text="x")
+    assert gone.value.response["error"] == "message_not_found"
+
+
+async def test_user_messages_cannot_be_edited_or_deleted(fake_slack: FakeSlack) -> None:
+    ts = fake_slack.next_ts()  # a user's message, as user_says records it
+    fake_slack.messages[("D0DM0001", ts)] = {"type": "message", "user": fake_slack.user, "text": "mine", "ts": ts}
+    with pytest.raises(SlackApiError) as edit:
+        await client(fake_slack).chat_update(channel="D0DM0001", ts=ts, text="x")
+    assert edit.value.response["error"] == "cant_update_message"
+    with pytest.raises(SlackApiError) as delete:
+        await client(fake_slack).chat_delete(channel="D0DM0001", ts=ts)
+    assert delete.value.response["error"] == "cant_delete_message"
+
+
+async def test_workspace_without_streaming_answers_unknown_method() -> None:
+    async with FakeSlack(streaming=False) as fake:
+        for call in (lambda: client(fake).chat_startStream(channel="D1", thread_ts="1.000001", markdown_text="x"),
+                     lambda: client(fake).chat_appendStream(channel="D1", ts="1.000002", markdown_text="x"),
+                     lambda: client(fake).chat_stopStream(channel="D1", ts="1.000002")):
+            with pytest.raises(SlackApiError) as missing:
+                await call()
+            assert missing.value.response["error"] == "unknown_method"
+        assert not fake.messages
+
+
+async def test_tiers_answer_429_with_retry_after() -> None:
+    async with FakeSlack(rate_limits={**TIER_LIMITS, "chat.update": 2}, rate_window=30) as fake:
+        api = client(fake)
+        sent = await api.chat_postMessage(channel="C1", text="a")
+        for text in ("b", "c"):
+            await api.chat_update(channel="C1", ts=sent["ts"], text=text)
+        with pytest.raises(SlackApiError) as limited:
+            await api.chat_update(channel="C1", ts=sent["ts"], text="d")
+        assert limited.value.response.status_code == 429
+        assert limited.value.response["error"] == "ratelimited"
+        assert 1 <= int(limited.value.response.headers["Retry-After"]) <= 30
+        assert fake.versions("C1", sent["ts"]) == ["a", "b", "c"]
+        # Other methods count on their own.
+        assert (await api.chat_postMessage(channel="C1", text="e"))["ok"]
