@@ -7,6 +7,7 @@ once) and read what a person would see from the fake: its draft states, messages
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -288,6 +289,28 @@ async def test_a_429_on_a_draft_is_rate_limited_error(fake_telegram: FakeTelegra
         await stream.update("Hi")
     assert info.value.retry_after == 2
     assert fake_telegram.draft_states(chat) == []
+
+
+async def test_a_stream_keeps_to_the_chat_s_flood_wait_and_lock_shared_with_sends(
+    fake_telegram: FakeTelegram, adapter: TelegramAdapter
+) -> None:
+    group, other = fake_telegram.group()["id"], fake_telegram.group("Other")["id"]
+    # A 429 on the typing indicator puts the chat in a flood wait: the stream asks nothing of it.
+    fake_telegram.rate_limit_next("sendChatAction", retry_after=30)
+    await adapter.send_typing(str(other))
+    with pytest.raises(RateLimitedError):
+        await opened(adapter, target(other)).update("words")
+    assert calls(fake_telegram, "sendMessage") == []
+
+    # A reply waiting out a 429 holds the chat: the stream's first message comes after it, not inside.
+    fake_telegram.rate_limit_next("sendMessage", retry_after=0.3)
+    reply = asyncio.create_task(adapter.send(answer(target(group), "an earlier reply")))
+    await fake_telegram.wait_calls("sendMessage", match=lambda c: c.status == 429)
+    await opened(adapter, target(group)).update("the streamed answer")
+    await reply
+    assert calls(fake_telegram, "sendMessage") == [
+        (429, "an earlier reply"), (200, "an earlier reply"), (200, "the streamed answer")]
+    assert [m["text"] for m in bot_messages(fake_telegram, group)] == ["an earlier reply", "the streamed answer"]
 
 
 # -- recovery and switching off -----------------------------------------------------------------------
