@@ -7,7 +7,9 @@ delivery per chat at a time (a per-chat lock): a 429 waits out ``retry_after``
 holding only that chat's lock, so other chats go on, and the chunk is then sent
 again (Telegram did not apply it, so this cannot duplicate). A send that times
 out is not repeated: it may have arrived, and a duplicate is worse than the
-ledger's "failed".
+ledger's "failed". A reply stream's calls (``stream_call``) take the same lock
+and keep to the same flood wait, but never wait themselves: a 429 is the
+stream driver's to wait out.
 """
 
 from __future__ import annotations
