@@ -5,7 +5,8 @@ This module connects and disconnects; the work is done by its parts:
 - ``_client``: the bot and its HTTP layer (getMe, a token Telegram refuses);
 - ``_polling`` (default) or ``_webhook``: updates in, with their failure handling;
 - ``_intake`` and ``_inbound``: one update -> one ``InboundMessage`` -> the router;
-- ``_outbound`` and ``_format``: replies out, as MarkdownV2 with a plain-text fallback.
+- ``_outbound`` and ``_format``: replies out, as MarkdownV2 with a plain-text fallback;
+- ``_stream``: an answer shown while it is written (drafts in private chats, edits elsewhere).
 
 ``ready`` is set once getMe, deleteWebhook and a first (short) getUpdates
 succeeded; in webhook mode once getMe and setWebhook did. A disconnect lets the
@@ -21,7 +22,7 @@ import contextlib
 from aiohttp import web
 
 from .._split import split_text
-from ..base import Adapter, ChatInfo, ChatType, OutboundMessage, SendResult
+from ..base import Adapter, ChatInfo, ChatType, OutboundMessage, ReplyStream, SendResult
 from ._client import BotConnection
 from ._format import markdown_v2_budget
 from ._inbound import PLATFORM
@@ -29,6 +30,7 @@ from ._intake import UpdateIntake
 from ._outbound import Sender
 from ._polling import Poller
 from ._settings import TelegramSettings
+from ._stream import Streams
 from ._webhook import Webhook
 
 __all__ = ["TelegramAdapter"]
@@ -48,6 +50,7 @@ class TelegramAdapter(Adapter):
         self._stopping = asyncio.Event()
         self._loop_done: asyncio.Event | None = None
         self._sender = Sender(settings, self._connection)
+        self._streams = Streams(self._sender, self.split)
         self._intake = UpdateIntake(settings, self._connection, self.dispatch, self._sender.note_forum)
         self._poller = Poller(settings, self._connection, self._intake, self.ready, self._stopping)
         self._webhook = Webhook(settings, self._connection, self._intake, self.ready, self._stopping)
@@ -121,6 +124,19 @@ class TelegramAdapter(Adapter):
 
     async def send(self, message: OutboundMessage) -> SendResult:
         return await self._sender.send(message)
+
+    def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
+        """A draft in a private chat, a message edited in place elsewhere (``_stream``)."""
+        if not self.settings.streaming:
+            return None
+        return self._streams.open(target)
+
+    def resume_stream(self, target: OutboundMessage, message_ids: tuple[str, ...]) -> ReplyStream | None:
+        # Not tied to ``streaming``: the messages a cut-off stream left are edited into the answer even
+        # if streaming was switched off since. A draft leaves none: its answer goes out anew.
+        if not message_ids:
+            return None
+        return self._streams.editing(target, message_ids)
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self._sender.send_typing(chat_id, thread_id)

@@ -58,6 +58,12 @@ class TelegramBot(Bot):
         result = await self._post("sendMessage", data)
         return int(result["message_id"])
 
+    async def edit_raw_message_text(self, chat: int | str, message_id: int, text: str, *,
+                                    parse_mode: str | None) -> None:
+        """editMessageText without building a ``Message`` from the answer (a stream edits often)."""
+        data: dict[str, Any] = {"chat_id": chat, "message_id": message_id, "text": text, "parse_mode": parse_mode}
+        await self._post("editMessageText", data)
+
 
 def retry_seconds(exc: RetryAfter) -> float:
     """How long a 429 asks us to wait, whichever type this PTB gives it."""

@@ -7,7 +7,9 @@ delivery per chat at a time (a per-chat lock): a 429 waits out ``retry_after``
 holding only that chat's lock, so other chats go on, and the chunk is then sent
 again (Telegram did not apply it, so this cannot duplicate). A send that times
 out is not repeated: it may have arrived, and a duplicate is worse than the
-ledger's "failed".
+ledger's "failed". A reply stream's calls (``stream_call``) take the same lock
+and keep to the same flood wait, but never wait themselves: a 429 is the
+stream driver's to wait out.
 """
 
 from __future__ import annotations
@@ -33,12 +35,12 @@ from telegram.error import (
 )
 
 from .._text import clean_text
-from ..base import AdapterError, ChatInfo, ChatType, OutboundMessage, SendResult
+from ..base import AdapterError, ChatInfo, ChatType, OutboundMessage, RateLimitedError, SendResult
 from ._client import BotConnection, TelegramBot, retry_seconds
 from ._format import to_markdown_v2
 from ._settings import TelegramSettings
 
-__all__ = ["Sender"]
+__all__ = ["Sender", "chat_ref", "is_parse_error"]
 
 log = structlog.get_logger("hermes.telegram")
 
@@ -46,6 +48,10 @@ T = TypeVar("T")
 
 #: Connect retries for a send whose connection was never made (so it cannot have arrived).
 CONNECT_RETRIES = 3
+#: A stream call that failed on the network is tried again after this long (seconds).
+STREAM_NETWORK_BACKOFF = 1.0
+#: A flood wait this close to its end is over (a timer may wake a little early).
+FLOOD_SLACK = 0.05
 TOPIC_NAME_MAX = 128
 
 
@@ -58,7 +64,7 @@ class _Target:
     reply: ReplyParameters | None = None
 
 
-def _chat_ref(chat_id: str) -> int | str:
+def chat_ref(chat_id: str) -> int | str:
     """Telegram chat ids are integers; ``@channelname`` stays a string."""
     try:
         return int(chat_id)
@@ -75,7 +81,7 @@ def _int_or_none(value: str | None) -> int | None:
         return None
 
 
-def _is_parse_error(exc: BadRequest) -> bool:
+def is_parse_error(exc: BadRequest) -> bool:
     text = exc.message.lower()
     return "can't parse" in text or "entit" in text or "can't find end" in text
 
@@ -142,6 +148,41 @@ class Sender:
                 self._last_quote[message.chat_id] = message.reply_to
         return SendResult((str(sent),))
 
+    async def stream_call(self, chat_id: str, request: Callable[[TelegramBot], Awaitable[T]], *,
+                          idempotent: bool) -> T:
+        """One Bot API call of a reply stream, under the chat's lock (so it never lands inside a reply
+        being sent there), and without waiting: a 429, or a flood wait the chat is in already, raises
+        ``RateLimitedError`` (the stream's driver, or its ``finish``, waits). So does a network failure
+        of a call that is safe to repeat (an edit, a draft, a request that never left); ``TimedOut``
+        of a new message is ``AdapterError`` (it may have arrived). Telegram's refusals pass as raised."""
+        with self._sending():
+            bot = await self._connection.ensure()
+            async with self._send_locks.hold(chat_id):
+                left = self._flood_until.get(chat_id, 0.0) - time.monotonic()
+                if left > FLOOD_SLACK:
+                    raise RateLimitedError(f"Telegram chat {chat_id} is in a flood wait", left)
+                try:
+                    return await request(bot)
+                except RetryAfter as exc:
+                    delay = retry_seconds(exc)
+                    self._flood_until[chat_id] = time.monotonic() + delay
+                    log.warning("telegram.stream_flood_wait", chat_id=chat_id, retry_after=delay)
+                    raise RateLimitedError(f"Telegram asked to wait {delay:g}s in chat {chat_id}", delay) from None
+                except BadRequest:
+                    raise  # a refusal, not the network (PTB derives it from NetworkError)
+                except NetworkError as exc:  # TimedOut included
+                    if idempotent or (not isinstance(exc, TimedOut) and _never_sent(exc)):
+                        raise RateLimitedError(f"Telegram unreachable: {exc.message}", STREAM_NETWORK_BACKOFF) from None
+                    raise AdapterError(f"Telegram did not confirm a message in chat {chat_id}: {exc.message}") from None
+
+    async def post_live(self, bot: TelegramBot, message: OutboundMessage, text: str) -> int:
+        """A stream's next message, plain, placed as ``send`` places a reply (thread, the question quoted
+        once); call it inside ``stream_call``."""
+        target = await self._target(bot, message.chat_id, message.thread_id, message.reply_to)
+        sent = await bot.send_raw_message(target.chat, text, parse_mode=None, thread=target.thread, reply=target.reply)
+        self._last_quote[message.chat_id] = message.reply_to
+        return sent
+
     @contextlib.contextmanager
     def _sending(self) -> Iterator[None]:
         """Counts sends in flight, so a disconnect lets them finish before closing the client."""
@@ -155,7 +196,7 @@ class Sender:
                 self._sends_idle.set()
 
     async def _target(self, bot: TelegramBot, chat_id: str, thread_id: str | None, reply_to: str | None) -> _Target:
-        chat = _chat_ref(chat_id)
+        chat = chat_ref(chat_id)
         target = _Target(chat)
         thread = _int_or_none(thread_id)
         if thread is not None:
@@ -184,7 +225,7 @@ class Sender:
         try:
             return await self._call(chat_id, target, formatted)
         except BadRequest as exc:
-            if not _is_parse_error(exc):
+            if not is_parse_error(exc):
                 raise
             log.warning("telegram.markdown_rejected", chat_id=chat_id, error=exc.message)
         return await self._call(chat_id, target, plain)
@@ -238,7 +279,7 @@ class Sender:
         if thread is not None and not await self._is_forum(bot, chat_id):
             thread = None
         try:
-            await bot.send_chat_action(_chat_ref(chat_id), ChatAction.TYPING, message_thread_id=thread)
+            await bot.send_chat_action(chat_ref(chat_id), ChatAction.TYPING, message_thread_id=thread)
         except RetryAfter as exc:
             self._flood_until[chat_id] = time.monotonic() + retry_seconds(exc)
         except TelegramError as exc:
@@ -249,7 +290,7 @@ class Sender:
         if known is not None:
             return known
         try:
-            chat = await bot.get_chat(_chat_ref(chat_id))
+            chat = await bot.get_chat(chat_ref(chat_id))
         except TelegramError as exc:
             # A thread id we did not see arrive came from create_thread or the ledger: a topic.
             log.warning("telegram.get_chat_failed", chat_id=chat_id, error=exc.message)
@@ -261,7 +302,7 @@ class Sender:
     async def get_chat_info(self, chat_id: str) -> ChatInfo:
         bot = await self._connection.ensure()
         try:
-            chat = await bot.get_chat(_chat_ref(chat_id))
+            chat = await bot.get_chat(chat_ref(chat_id))
         except (Forbidden, BadRequest) as exc:
             raise AdapterError(f"Telegram chat {chat_id} is not reachable: {exc.message}") from None
         self._forum[chat_id] = chat.is_forum is True
@@ -289,7 +330,7 @@ class Sender:
         bot = await self._connection.ensure()
         title = " ".join(clean_text(name).split())[:TOPIC_NAME_MAX] or "Conversation"
         async with self._send_locks.hold(chat_id):
-            target = _Target(_chat_ref(chat_id))
+            target = _Target(chat_ref(chat_id))
             if await self._is_forum(bot, chat_id):
 
                 async def topic(t: _Target) -> int:

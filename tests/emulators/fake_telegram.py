@@ -25,7 +25,15 @@ Wire behaviour
   :attr:`FakeTelegram.webhook_deliveries`.
 * ``sendMessage``/``editMessageText`` validate like Telegram: empty text, more than 4096 UTF-16 code
   units *after entity parsing*, MarkdownV2/HTML parse errors (see :func:`parse_markdown_v2`),
-  unknown chat, unknown reply target, unknown forum topic, same-text edits.
+  unknown chat, unknown reply target, unknown forum topic, same-text edits ("message is not
+  modified"), an edit of an unknown message ("message to edit not found").
+* ``sendMessageDraft`` (Bot API 9.3): ``chat_id`` (private chats only; elsewhere 400
+  ``TEXTDRAFT_PEER_INVALID``), ``draft_id`` (non-zero), ``text`` (1-4096 after entity parsing, with
+  ``parse_mode``/``entities`` as ``sendMessage``), ``message_thread_id``; returns ``True``. A draft is an
+  ephemeral preview: the chat shows the latest one until the bot sends a message there, or for
+  ``DRAFT_TTL`` seconds. Every accepted draft state is recorded in :attr:`FakeTelegram.drafts`.
+* Per-chat flood control (``rate_limit_chat``, ``chat_min_interval``): 429 ``Too Many Requests: retry
+  after N`` with ``parameters.retry_after``, for the methods named (edits and drafts by default).
 
 Test API (see each method's docstring)
 -------------------------------------
@@ -37,14 +45,18 @@ Test API (see each method's docstring)
 * Outbound: ``sent`` (successful sendMessage/editMessageText as dicts: ``method, chat_id, message_id,
   text`` (as sent), ``rendered`` (after MarkdownV2/HTML parsing), ``entities, thread_id, reply_to,
   parse_mode, reply_markup, params, time``), ``await wait_sent(n, timeout, match)``, ``message()``,
-  ``history()``; ``calls``/``calls_to()``/``await wait_calls()`` for every request.
-* Faults: ``fail_next``, ``rate_limit_next``, ``conflict_next_poll``, ``conflict_forever``/
+  ``history()``; ``drafts`` (every accepted sendMessageDraft: ``chat_id, draft_id, text, rendered,
+  entities, thread_id, parse_mode, time``), ``draft_states()``, ``draft()`` (the one shown now);
+  ``calls``/``calls_to()``/``await wait_calls()`` for every request.
+* Faults: ``fail_next``, ``rate_limit_next``, ``rate_limit_chat``, ``chat_min_interval``,
+  ``conflict_next_poll``, ``conflict_forever``/
   ``stop_conflicts``, ``hang_polls``/``release_polls``, ``block_bot``/``unblock_bot``.
 * State: ``connected()``, ``await wait_connected()``, ``parked_polls``, ``updates`` (pending),
   ``acked_offset``, ``webhook``, ``webhook_deliveries``, ``topics()``, ``deleted``, ``my_commands``.
 
 Not emulated: files (``getFile``, ``sendDocument``, ``/file`` route), inline mode, callback queries,
-channels, chat members, per-chat flood limits (use :meth:`FakeTelegram.rate_limit_next`), updates for
+channels, chat members, Telegram's own (unpublished) flood thresholds (script them with
+:meth:`FakeTelegram.rate_limit_chat` and :meth:`FakeTelegram.chat_min_interval`), updates for
 the bot's own service messages, and the default ``allowed_updates`` exclusions. Unknown methods can be
 added with :meth:`FakeTelegram.register_method`.
 """
@@ -74,8 +86,10 @@ __all__ = [
     "CONFLICT_POLLING",
     "CONFLICT_WEBHOOK",
     "DEFAULT_TOKEN",
+    "DRAFT_TTL",
     "MAX_MESSAGE_LENGTH",
     "SECRET_HEADER",
+    "STREAM_METHODS",
     "BotApiError",
     "EntityParseError",
     "FakeTelegram",
@@ -98,6 +112,12 @@ NOT_MODIFIED = (
 )
 TOO_LONG = "Bad Request: message is too long"
 TEXT_EMPTY = "Bad Request: message text is empty"
+DRAFT_PEER_INVALID = "Bad Request: TEXTDRAFT_PEER_INVALID"
+DRAFT_ID_INVALID = "Bad Request: draft_id must be non-zero"
+#: How long a draft stays on screen without a newer one (the Bot API calls it a 30-second preview).
+DRAFT_TTL = 30.0
+#: What per-chat flood control limits unless told otherwise: the calls a streamed answer repeats.
+STREAM_METHODS = ("editMessageText", "sendMessageDraft")
 CHAT_NOT_FOUND = "Bad Request: chat not found"
 BLOCKED = "Forbidden: bot was blocked by the user"
 
@@ -114,7 +134,7 @@ _JSON_FIELDS = frozenset(
     "reply_parameters results scope".split()
 )
 _INT_FIELDS = frozenset(
-    "chat_id direct_messages_topic_id from_chat_id icon_color limit max_connections message_id "
+    "chat_id direct_messages_topic_id draft_id from_chat_id icon_color limit max_connections message_id "
     "message_thread_id offset reply_to_message_id sender_chat_id until_date user_id".split()
 )
 _BOOL_FIELDS = frozenset(
@@ -518,6 +538,9 @@ class FakeTelegram(FakeServer):
         self.my_commands: dict[tuple[str, str], list[dict[str, Any]]] = {}
         #: Highest ``offset`` a ``getUpdates`` acknowledged with (0: none yet).
         self.acked_offset = 0
+        #: Every accepted ``sendMessageDraft``, in order: ``{chat_id, draft_id, text, rendered, entities,
+        #: thread_id, parse_mode, params, time}`` (each one is a visible update of the preview).
+        self.drafts: list[dict[str, Any]] = []
 
         self._next_update_id = first_update_id
         self._user_ids = itertools.count(5_000_000_001)
@@ -543,6 +566,13 @@ class FakeTelegram(FakeServer):
         self._webhook_task: asyncio.Task[None] | None = None
         self._session: aiohttp.ClientSession | None = None
         self._handlers: dict[str, tuple[str, Handler]] = {}
+        #: the draft each (chat, thread) shows now: its record, until a message or DRAFT_TTL ends it
+        self._live_drafts: dict[tuple[int, int | None], dict[str, Any]] = {}
+        #: per chat: the scripted 429s still to come, each ``(methods, retry_after)``
+        self._chat_floods: dict[int, list[tuple[frozenset[str], float]]] = {}
+        #: per chat: ``(min_interval, methods, whole_seconds)`` and when it last accepted one of them
+        self._chat_intervals: dict[int, tuple[float, frozenset[str], bool]] = {}
+        self._chat_last_call: dict[int, float] = {}
         self._poll_handler = self._m_get_updates
         for name, handler in (
             ("getMe", self._m_get_me),
@@ -554,6 +584,7 @@ class FakeTelegram(FakeServer):
             ("getWebhookInfo", self._m_get_webhook_info),
             ("sendMessage", self._m_send_message),
             ("editMessageText", self._m_edit_message_text),
+            ("sendMessageDraft", self._m_send_message_draft),
             ("sendChatAction", self._m_send_chat_action),
             ("createForumTopic", self._m_create_forum_topic),
             ("deleteMessage", self._m_delete_message),
@@ -863,6 +894,51 @@ class FakeTelegram(FakeServer):
         }
         self.fail_next(method, 429, body, {"Retry-After": str(math.ceil(retry_after))}, times=times)
 
+    def rate_limit_chat(
+        self, chat: Any, retry_after: float = 1, *, times: int = 1, methods: Sequence[str] = STREAM_METHODS
+    ) -> None:
+        """Flood control in one chat: its next ``times`` calls of ``methods`` (edits and drafts by
+        default) get 429 ``Too Many Requests: retry after N`` and are not applied. Calls in other chats,
+        and of other methods, go through."""
+        cid = self._resolve_chat(chat)["id"]
+        names = frozenset(m.lower() for m in methods)
+        self._chat_floods.setdefault(cid, []).extend([(names, float(retry_after))] * times)
+
+    def chat_min_interval(
+        self,
+        chat: Any,
+        seconds: float | None,
+        *,
+        methods: Sequence[str] = STREAM_METHODS,
+        whole_seconds: bool = True,
+    ) -> None:
+        """Flood control in one chat: a call of ``methods`` sooner than ``seconds`` after the last one
+        it accepted gets 429, with ``retry_after`` the time left (rounded up to whole seconds like
+        Telegram's, unless ``whole_seconds`` is false). None lifts the limit."""
+        cid = self._resolve_chat(chat)["id"]
+        if seconds is None:
+            self._chat_intervals.pop(cid, None)
+            return
+        self._chat_intervals[cid] = (seconds, frozenset(m.lower() for m in methods), whole_seconds)
+
+    def draft_states(self, chat: Any, *, draft_id: int | None = None) -> list[str]:
+        """The texts (as rendered) of every draft accepted in ``chat`` (optionally one ``draft_id``), in order."""
+        cid = self._resolve_chat(chat)["id"]
+        return [
+            d["rendered"]
+            for d in self.drafts
+            if d["chat_id"] == cid and (draft_id is None or d["draft_id"] == draft_id)
+        ]
+
+    def draft(self, chat: Any, *, thread: int | None = None) -> dict[str, Any] | None:
+        """The draft ``chat`` (and ``thread``) shows now, or None: a message the bot sent there since, or
+        ``DRAFT_TTL`` seconds without a newer draft, ended it."""
+        cid = self._resolve_chat(chat)["id"]
+        shown = self._live_drafts.get((cid, thread))
+        if shown is None or time.monotonic() - shown["time"] > DRAFT_TTL:
+            return None
+        return copy.deepcopy(shown)
+
     def register_method(self, name: str, handler: Handler) -> None:
         """Serve Bot API method ``name`` with ``handler(params) -> result`` (sync or async).
 
@@ -951,6 +1027,10 @@ class FakeTelegram(FakeServer):
         failure = self._take_failure(name)
         if failure is not None:
             return self._failure_response(call, failure)
+        flooded = self._chat_flood(name, params)
+        if flooded is not None:
+            retry = str(math.ceil(flooded["parameters"]["retry_after"]))
+            return self._respond(call, 429, flooded, {"Retry-After": retry})
         result: Any
         try:
             if known[1] == self._poll_handler:
@@ -968,7 +1048,51 @@ class FakeTelegram(FakeServer):
             call.status = result.status
             self._notify()
             return result
+        self._note_chat_call(name, params)
         return self._respond(call, 200, {"ok": True, "result": result})
+
+    def _call_chat(self, params: dict[str, Any]) -> int | None:
+        chat_id = params.get("chat_id")
+        if isinstance(chat_id, int):
+            return chat_id
+        if isinstance(chat_id, str) and chat_id.startswith("@"):
+            with contextlib.suppress(BotApiError):
+                return int(self._chat_param(params)["id"])
+        return None
+
+    def _chat_flood(self, name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The 429 body for a call the chat's flood control refuses, else None."""
+        cid = self._call_chat(params)
+        if cid is None:
+            return None
+        method = name.lower()
+        retry_after: float | None = None
+        scripted = self._chat_floods.get(cid, [])
+        for i, (methods, wait) in enumerate(scripted):
+            if method in methods:
+                del scripted[i]
+                retry_after = wait
+                break
+        interval = self._chat_intervals.get(cid)
+        last = self._chat_last_call.get(cid)
+        if retry_after is None and interval is not None and last is not None and method in interval[1]:
+            left = interval[0] - (time.monotonic() - last)
+            if left > 0:
+                retry_after = float(math.ceil(left)) if interval[2] else round(left, 3) or 0.001
+        if retry_after is None:
+            return None
+        return {
+            "ok": False,
+            "error_code": 429,
+            "description": f"Too Many Requests: retry after {retry_after:g}",
+            "parameters": {"retry_after": retry_after},
+        }
+
+    def _note_chat_call(self, name: str, params: dict[str, Any]) -> None:
+        cid = self._call_chat(params)
+        interval = self._chat_intervals.get(cid) if cid is not None else None
+        if cid is not None and interval is not None and name.lower() in interval[1]:
+            self._chat_last_call[cid] = time.monotonic()
 
     # ---------------------------------------------------------------------------------- methods
 
@@ -1087,6 +1211,7 @@ class FakeTelegram(FakeServer):
         thread = self._thread_param(chat, p)
         target = self._reply_param(chat, p)
         message = self._new_message(chat, self.bot, rendered, thread=thread, entities=entities)
+        self._live_drafts.pop((chat["id"], thread), None)  # the message takes the draft's place
         if target is not None:
             message["reply_to_message"] = _without_reply(target)
         if isinstance(p.get("reply_markup"), dict):
@@ -1169,6 +1294,32 @@ class FakeTelegram(FakeServer):
             }
         )
         return copy.deepcopy(message)
+
+    def _m_send_message_draft(self, p: dict[str, Any]) -> bool:
+        chat = self._chat_param(p)
+        if chat["type"] != "private":
+            raise BotApiError(400, DRAFT_PEER_INVALID)
+        self._check_blocked(chat)
+        draft_id = p.get("draft_id")
+        if not isinstance(draft_id, int) or draft_id == 0:
+            raise BotApiError(400, DRAFT_ID_INVALID)
+        raw, rendered, entities = self._text_param(p)
+        thread = self._thread_param(chat, p)
+        state = {
+            "chat_id": chat["id"],
+            "draft_id": draft_id,
+            "text": raw,
+            "rendered": rendered,
+            "entities": entities,
+            "thread_id": thread,
+            "parse_mode": p.get("parse_mode"),
+            "params": p,
+            "time": time.monotonic(),
+        }
+        self.drafts.append(state)
+        self._live_drafts[(chat["id"], thread)] = state
+        self._notify()
+        return True
 
     def _m_send_chat_action(self, p: dict[str, Any]) -> bool:
         chat = self._chat_param(p)

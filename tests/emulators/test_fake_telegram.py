@@ -544,3 +544,107 @@ async def test_connected_window_and_raw_update_ids() -> None:
         await fake.raw_update({"update_id": 50_000, "message": {"text": "x"}})
         later = await fake.user_says("after")
         assert later["update_id"] == 50_001
+
+
+# ------------------------------------------------------------------------ streaming: drafts, edits
+
+
+async def test_drafts_in_a_private_chat_are_recorded_and_replaced_by_the_message(
+    fake_telegram: FakeTelegram, bot: Bot
+) -> None:
+    chat = fake_telegram.user["id"]
+    for text in ("Hel", "Hello, wo", "Hello, world"):
+        assert await bot.send_message_draft(chat, 7, text) is True
+    assert fake_telegram.draft_states(chat) == ["Hel", "Hello, wo", "Hello, world"]
+    assert fake_telegram.draft_states(chat, draft_id=8) == []
+    shown = fake_telegram.draft(chat)
+    assert shown is not None and shown["rendered"] == "Hello, world" and shown["draft_id"] == 7
+    assert fake_telegram.sent == []  # a draft is no message
+
+    await bot.send_message(chat, "Hello, world!")
+    assert fake_telegram.draft(chat) is None
+    assert [m["text"] for m in fake_telegram.history(chat)] == ["Hello, world!"]
+
+
+async def test_draft_validation(fake_telegram: FakeTelegram, bot: Bot) -> None:
+    chat = fake_telegram.user["id"]
+    with pytest.raises(BadRequest, match=r"(?i)TEXTDRAFT_PEER_INVALID"):
+        await bot.send_message_draft(fake_telegram.group()["id"], 1, "hi")
+    with pytest.raises(BadRequest, match=r"(?i)draft_id must be non-zero"):
+        await bot.send_message_draft(chat, 0, "hi")
+    with pytest.raises(BadRequest, match=r"(?i)message text is empty"):
+        await bot.send_message_draft(chat, 1, " ")
+    with pytest.raises(BadRequest, match=r"(?i)message is too long"):
+        await bot.send_message_draft(chat, 1, "😀" * 2048 + "x")
+    with pytest.raises(BadRequest, match=r"(?i)can't parse entities"):
+        await bot.send_message_draft(chat, 1, "a.b", parse_mode="MarkdownV2")
+    assert await bot.send_message_draft(chat, 1, r"*bold*\.", parse_mode="MarkdownV2")
+    assert fake_telegram.drafts[-1]["rendered"] == "bold."
+    assert fake_telegram.drafts[-1]["entities"] == [{"type": "bold", "offset": 0, "length": 4}]
+    assert len(fake_telegram.drafts) == 1  # refused drafts leave no state
+
+
+async def test_edit_errors_as_telegram_words_them(fake_telegram: FakeTelegram, bot: Bot) -> None:
+    chat = fake_telegram.group()["id"]
+    msg = await bot.send_message(chat, "start")
+    with pytest.raises(BadRequest, match=r"(?i)message to edit not found"):
+        await bot.edit_message_text("x", chat_id=chat, message_id=msg.message_id + 100)
+    with pytest.raises(BadRequest, match=r"(?i)message is too long"):
+        await bot.edit_message_text("x" * 4097, chat_id=chat, message_id=msg.message_id)
+    with pytest.raises(BadRequest, match=r"(?i)can't parse entities"):
+        await bot.edit_message_text("1.5", chat_id=chat, message_id=msg.message_id, parse_mode="MarkdownV2")
+    await bot.edit_message_text(r"*start*", chat_id=chat, message_id=msg.message_id, parse_mode="MarkdownV2")
+    # Same text, other entities: modified; then exactly the same: not.
+    with pytest.raises(BadRequest, match=r"(?i)message is not modified: specified new message content"):
+        await bot.edit_message_text(
+            r"*start*", chat_id=chat, message_id=msg.message_id, parse_mode="MarkdownV2"
+        )
+    assert fake_telegram.message(chat, msg.message_id)["entities"] == [
+        {"type": "bold", "offset": 0, "length": 5}
+    ]
+
+
+async def test_rate_limit_chat_refuses_only_that_chat_and_those_methods(
+    fake_telegram: FakeTelegram, bot: Bot
+) -> None:
+    group, other = fake_telegram.group()["id"], fake_telegram.group("Other")["id"]
+    msg = await bot.send_message(group, "one")
+    fake_telegram.rate_limit_chat(group, retry_after=3, times=2)
+    for _ in range(2):
+        with pytest.raises(RetryAfter) as info:
+            await bot.edit_message_text("two", chat_id=group, message_id=msg.message_id)
+        assert info.value.retry_after in (3, dtm.timedelta(seconds=3))
+    refused = fake_telegram.calls_to("editMessageText")[-1]
+    assert refused.status == 429 and refused.response == {
+        "ok": False,
+        "error_code": 429,
+        "description": "Too Many Requests: retry after 3",
+        "parameters": {"retry_after": 3},
+    }
+    assert fake_telegram.message(group, msg.message_id)["text"] == "one"  # a 429 applies nothing
+    await bot.send_message(group, "sends are not limited")
+    other_msg = await bot.send_message(other, "x")
+    await bot.edit_message_text("y", chat_id=other, message_id=other_msg.message_id)
+    await bot.edit_message_text("two", chat_id=group, message_id=msg.message_id)  # the script ran out
+    assert fake_telegram.message(group, msg.message_id)["text"] == "two"
+
+
+async def test_chat_min_interval_answers_429_with_the_time_left(
+    fake_telegram: FakeTelegram, bot: Bot
+) -> None:
+    chat = fake_telegram.user["id"]
+    fake_telegram.chat_min_interval(chat, 30)
+    await bot.send_message_draft(chat, 1, "a")
+    with pytest.raises(RetryAfter) as info:
+        await bot.send_message_draft(chat, 1, "ab")
+    assert info.value.retry_after in (30, dtm.timedelta(seconds=30))  # whole seconds, like Telegram
+
+    fake_telegram.chat_min_interval(chat, 30, whole_seconds=False)
+    with pytest.raises(RetryAfter) as info:
+        await bot.send_message_draft(chat, 1, "ab")
+    left = info.value.retry_after
+    seconds = left.total_seconds() if isinstance(left, dtm.timedelta) else float(left)
+    assert 0 < seconds < 30
+    fake_telegram.chat_min_interval(chat, None)
+    await bot.send_message_draft(chat, 1, "ab")
+    assert fake_telegram.draft_states(chat) == ["a", "ab"]
