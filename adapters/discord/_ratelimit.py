@@ -46,6 +46,8 @@ _SURFACE: ContextVar[bool] = ContextVar("discord_surface_rate_limits", default=F
 _MESSAGES = re.compile(r"/channels/(\d+)/messages(?:/\d+)?$")
 #: requests a stream leaves unused in a window (see the module docstring)
 _RESERVE = 1
+#: windows kept before the ones already reset are dropped (one per channel and method in use)
+_KEEP = 1024
 
 
 @dataclass
@@ -90,6 +92,8 @@ class RateWindows:
         key = (params.method.upper(), found.group(1))
         response = params.response
         now = time.monotonic()
+        if len(self._windows) >= _KEEP:
+            self._windows = {k: w for k, w in self._windows.items() if w.resets_at > now}
         if response.status == 429:
             retry_after = await _retry_after(response, read_body=_SURFACE.get())
             self._windows[key] = _Window(0, now + retry_after)
