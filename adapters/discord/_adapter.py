@@ -6,7 +6,8 @@ the work is done by its parts:
 - ``_client``: the discord.py client (endpoints, intents, guarded parsers);
 - ``_watchdog``: liveness from heartbeat ACKs, and the zombie reconnect;
 - ``_intake`` and ``_inbound``: messages in, and the read-back after a reconnect;
-- ``_outbound``: replies, typing and threads out.
+- ``_outbound``: replies, typing and threads out;
+- ``_stream`` and ``_ratelimit``: an answer shown while it is written, and the rate limits it meets.
 
 **Fatal failures** (``FatalAdapterError``, never a reconnect loop): a token
 Discord refuses (401 at login, close 4004), close 4014 (the privileged Message
@@ -27,13 +28,23 @@ import discord
 import structlog
 
 from .._health import Health
-from ..base import Adapter, AdapterError, ChatInfo, FatalAdapterError, OutboundMessage, SendResult
+from ..base import (
+    Adapter,
+    AdapterError,
+    ChatInfo,
+    FatalAdapterError,
+    OutboundMessage,
+    ReplyStream,
+    SendResult,
+)
 from ..settings import reveal
 from ._client import ClientEvents, DiscordClient, make_client
 from ._inbound import PLATFORM
 from ._intake import MessageIntake
 from ._outbound import Sender
+from ._ratelimit import RateWindows
 from ._settings import DiscordSettings
+from ._stream import DiscordStream
 from ._watchdog import HeartbeatWatchdog
 
 __all__ = ["DiscordAdapter"]
@@ -79,6 +90,7 @@ class DiscordAdapter(Adapter):
         self._sender = Sender(settings, lambda: self._client)
         self._intake = MessageIntake(settings, lambda: self._client, self.dispatch, self._sender.expect_thread)
         self._watchdog = HeartbeatWatchdog(settings, self.ready, self._health)
+        self._windows = RateWindows()
 
     # ------------------------------------------------------------------ state
 
@@ -111,7 +123,7 @@ class DiscordAdapter(Adapter):
     async def connect(self) -> None:
         self._stopping = False
         self._health.set("starting", "connecting")
-        client = make_client(self.settings, self._events)
+        client = make_client(self.settings, self._events, self._windows.trace_config())
         self._client = client
         watchdog = asyncio.create_task(self._watchdog.run(client), name="discord:watchdog")
         try:
@@ -203,3 +215,19 @@ class DiscordAdapter(Adapter):
     async def create_thread(self, chat_id: str, name: str, *, from_message_id: str | None = None) -> str | None:
         """A public thread in ``chat_id`` (from a message if given); its id. None in a DM (no threads)."""
         return await self._sender.create_thread(chat_id, name, from_message_id)
+
+    def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
+        """Post the answer to ``target`` once there is text, then edit it as it grows (None when
+        ``platforms.discord.streaming`` is off)."""
+        if not self.settings.streaming:
+            return None
+        return self._stream(target, ())
+
+    def resume_stream(self, target: OutboundMessage, message_ids: tuple[str, ...]) -> ReplyStream | None:
+        """The messages of an answer cut off by a crash, to be edited into the recovered text (also when
+        streaming has been switched off since: editing them beats posting the answer twice)."""
+        return self._stream(target, message_ids) if message_ids else None
+
+    def _stream(self, target: OutboundMessage, message_ids: tuple[str, ...]) -> DiscordStream:
+        return DiscordStream(target, sender=self._sender, client=lambda: self._client, windows=self._windows,
+                             split=self.split, message_ids=message_ids)

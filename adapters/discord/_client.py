@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import discord
 import structlog
 import yarl
@@ -113,8 +114,9 @@ class DiscordClient(discord.Client):
         log.exception("discord.event_failed", event=event_method)
 
 
-def make_client(settings: DiscordSettings, events: ClientEvents) -> DiscordClient:
-    """A new client (one per connection), its endpoints set and its parsers guarded."""
+def make_client(settings: DiscordSettings, events: ClientEvents, trace: aiohttp.TraceConfig | None = None) -> DiscordClient:
+    """A new client (one per connection), its endpoints set and its parsers guarded; ``trace`` watches
+    its REST requests."""
     s = settings
     # Both are read by discord.py each time it builds a request or connects.
     discord.http.Route.BASE = s.base_url.rstrip("/")
@@ -131,6 +133,7 @@ def make_client(settings: DiscordSettings, events: ClientEvents) -> DiscordClien
         heartbeat_timeout=s.heartbeat_timeout,
         chunk_guilds_at_startup=False,
         max_ratelimit_timeout=s.max_ratelimit_wait,
+        http_trace=trace,
         allowed_mentions=discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=True),
     )
     _guard_parsers(client)

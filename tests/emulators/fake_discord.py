@@ -7,13 +7,22 @@ Wire behaviour
 --------------
 * REST answers carry ``Content-Type: application/json`` exactly (discord.py parses nothing else). A bad
   ``Authorization: Bot <token>`` gets 401 (discord.py: ``LoginFailure``). Errors use Discord's body
-  ``{"message", "code"}``; a 429 carries ``Via`` and ``{"retry_after", "global"}`` so discord.py retries.
+  ``{"message", "code"}``; a 429 carries ``Via`` (without it discord.py takes the 429 for a Cloudflare
+  ban), ``Retry-After`` (whole seconds, rounded up), ``X-RateLimit-Scope: user`` and the body
+  ``{"message", "retry_after", "global"}``.
+* Per-channel rate limits (:attr:`FakeDiscord.rate_buckets`; by default message edits, about 5 per 5 s per
+  channel as on Discord): every answer of such a route carries ``X-RateLimit-Limit``, ``-Remaining``,
+  ``-Reset`` (epoch seconds), ``-Reset-After`` and ``-Bucket``, which discord.py reads to hold its next
+  request back itself; a request over the limit gets the 429 above with the rest of the window as
+  ``retry_after``. The window opens at the first request and resets ``per`` seconds later.
 * Routes: ``GET /users/@me``, ``GET /oauth2/applications/@me``, ``GET /gateway[/bot]``,
   ``GET /channels/{id}``, ``GET/POST /channels/{id}/messages`` (history with ``after``/``before``/``limit``,
-  newest first like Discord), ``PATCH /channels/{id}/messages/{mid}``, ``POST /channels/{id}/typing``,
+  newest first like Discord), ``PATCH`` and ``DELETE /channels/{id}/messages/{mid}`` (an unknown message:
+  404, code 10008), ``POST /channels/{id}/typing``,
   ``POST /channels/{id}/messages/{mid}/threads`` (the thread's id is the message's id, as on Discord),
   ``POST /channels/{id}/threads``, ``POST /users/@me/channels`` (DM channel).
-  Messages over 2000 characters or empty get 400 (code 50035 / 50006); unknown channels 404 (10003).
+  Messages (new or edited) over 2000 characters or empty get 400 (code 50035 / 50006); unknown channels
+  404 (10003).
 * Gateway (plain JSON text frames; discord.py accepts them whatever compression it asked for): HELLO,
   IDENTIFY → READY (``session_id``, ``resume_gateway_url``, ``user``, ``application``) + GUILD_CREATE,
   heartbeat → ACK, RESUME → replay of every event after the client's sequence + RESUMED (or op 9 when the
@@ -28,16 +37,18 @@ Test API
   reply_to=None, **extra)`` (returns the MESSAGE_CREATE payload), ``await dispatch(event, data)``.
 * Outbound: ``sent`` (created/edited messages: ``method, chat_id, message_id, text, reply_to, thread_id,
   params``), ``await wait_sent(...)``, ``calls``/``calls_to``/``wait_calls`` (method names such as
-  ``create_message``, ``typing``, ``start_thread_from_message``).
+  ``create_message``, ``edit_message``, ``delete_message``, ``typing``, ``start_thread_from_message``).
 * Controls: ``reconnect()`` (op 7), ``invalidate(resumable)`` (op 9), ``close(code)``, ``mute_acks()`` /
-  ``unmute_acks()``, ``rate_limit_next(method, retry_after)``, ``fail_next`` (base), ``hold_connections()``
+  ``unmute_acks()``, ``rate_limit_next(method, retry_after)``, ``rate_buckets`` (``edit_limit=`` at
+  construction), ``fail_next`` (base), ``hold_connections()``
   / ``release_connections()`` (new gateway connections wait: a window in which the bot is offline),
   ``after_ready(action)`` (run ``action`` between the next READY and its GUILD_CREATE).
 * State: ``connected()``, ``identifies``, ``resumes``, ``replayed`` (frames sent again on RESUME), ``sessions``,
   ``threads``, ``channel_messages(id)``.
 
 Not emulated: zlib/zstd compression, attachments, interactions and slash commands, members and presences,
-permissions, per-route rate-limit headers (use :meth:`FakeDiscord.rate_limit_next`), sharding.
+permissions, rate limits of routes other than those in ``rate_buckets`` (use
+:meth:`FakeDiscord.rate_limit_next`), the global rate limit, sharding.
 """
 
 from __future__ import annotations
@@ -47,6 +58,7 @@ import contextlib
 import datetime as dtm
 import itertools
 import json
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -103,6 +115,7 @@ class FakeDiscord(FakeServer):
         heartbeat_interval: float = 41.25,
         message_content_allowed: bool = True,
         echo_bot_messages: bool = True,
+        edit_limit: tuple[int, float] | None = (5, 5.0),
     ) -> None:
         super().__init__()
         self.token = token
@@ -110,7 +123,8 @@ class FakeDiscord(FakeServer):
         self.heartbeat_interval = heartbeat_interval
         #: False: IDENTIFY with the message-content intent is closed with 4014 (intent not enabled)
         self.message_content_allowed = message_content_allowed
-        #: True: messages the bot sends are dispatched back as MESSAGE_CREATE (as Discord does)
+        #: True: messages the bot sends, edits and deletes are dispatched back (MESSAGE_CREATE, _UPDATE,
+        #: _DELETE), as Discord does
         self.echo_bot_messages = echo_bot_messages
         self._ids = itertools.count(1)
         self._last_snowflake = 0
@@ -131,6 +145,11 @@ class FakeDiscord(FakeServer):
         self._held = asyncio.Event()
         self._held.set()
         self._rate_limits: dict[str, list[list[Any]]] = {}
+        #: per-channel rate limits, route name -> (requests, per seconds); ``edit_limit`` (None: none) is
+        #: the one of message edits. Tests shrink or widen a window to provoke a 429.
+        self.rate_buckets: dict[str, tuple[int, float]] = {} if edit_limit is None else {"edit_message": edit_limit}
+        #: (route name, channel id) -> [window start (time.monotonic()), requests counted in it]
+        self._windows: dict[tuple[str, str], list[float]] = {}
         self.identifies: list[dict[str, Any]] = []
         self.resumes: list[dict[str, Any]] = []
         #: close codes the fake sent, in order
@@ -239,6 +258,7 @@ class FakeDiscord(FakeServer):
             ("GET", "/channels/{cid}/messages", "logs_from", self._history),
             ("POST", "/channels/{cid}/messages", "create_message", self._create_message),
             ("PATCH", "/channels/{cid}/messages/{mid}", "edit_message", self._edit_message),
+            ("DELETE", "/channels/{cid}/messages/{mid}", "delete_message", self._delete_message),
             ("POST", "/channels/{cid}/typing", "typing", self._typing),
             ("POST", "/channels/{cid}/messages/{mid}/threads", "start_thread_from_message", self._thread_from),
             ("POST", "/channels/{cid}/threads", "start_thread", self._thread_standalone),
@@ -275,20 +295,48 @@ class FakeDiscord(FakeServer):
             if waits and waits[0][0] > 0:
                 waits[0][0] -= 1
             elif waits:
-                retry_after = waits.pop(0)[1]
-                return self._respond(call, 429, {"message": "You are being rate limited.", "retry_after": retry_after,
-                                                 "global": False}, {"Via": "1.1 google", "Retry-After": "1"})
+                return self._rate_limited(call, waits.pop(0)[1], {})
+            limits, wait = self._count(name, params)
+            if wait is not None:
+                return self._rate_limited(call, wait, limits)
             try:
                 status, result = await handler(params)
             except _DiscordHTTPError as exc:
-                return self._respond(call, exc.status, {"message": exc.message, "code": exc.code})
+                return self._respond(call, exc.status, {"message": exc.message, "code": exc.code}, limits)
             if status == 204:
                 call.status = 204
                 self._notify()
-                return web.Response(status=204)
-            return self._respond(call, status, result)
+                return web.Response(status=204, headers=limits)
+            return self._respond(call, status, result, limits)
 
         return route
+
+    def _count(self, name: str, params: Mapping[str, Any]) -> tuple[dict[str, str], float | None]:
+        """Count a request against its route's window in its channel: the ``X-RateLimit-*`` headers of the
+        answer, and the rest of the window when it is used up (None: the request may go ahead)."""
+        bucket = self.rate_buckets.get(name)
+        if bucket is None or "cid" not in params:
+            return {}, None
+        limit, per = bucket
+        now = time.monotonic()
+        key = (name, str(params["cid"]))
+        window = self._windows.get(key)
+        if window is None or now >= window[0] + per:
+            window = self._windows[key] = [now, 0]
+        allowed = window[1] < limit
+        if allowed:
+            window[1] += 1
+        reset_after = math.ceil(max(0.0, window[0] + per - now) * 1000) / 1000  # never earlier than the reset
+        headers = {"X-RateLimit-Limit": str(limit), "X-RateLimit-Remaining": str(limit - int(window[1])),
+                   "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}", "X-RateLimit-Reset-After": f"{reset_after:.3f}",
+                   "X-RateLimit-Bucket": f"fake-{name}"}
+        return headers, None if allowed else reset_after
+
+    def _rate_limited(self, call: Any, retry_after: float, limits: Mapping[str, str]) -> web.Response:
+        # ``Via`` marks the 429 as Discord's own (discord.py takes one without it for a Cloudflare ban).
+        headers = {**limits, "Via": "1.1 google", "Retry-After": str(math.ceil(retry_after)), "X-RateLimit-Scope": "user"}
+        return self._respond(call, 429, {"message": "You are being rate limited.", "retry_after": retry_after,
+                                         "global": False}, headers)
 
     def _channel(self, cid: Any) -> dict[str, Any]:
         channel = self.channels.get(str(cid))
@@ -344,17 +392,38 @@ class FakeDiscord(FakeServer):
             await self.dispatch("MESSAGE_CREATE", msg)
         return 200, msg
 
-    async def _edit_message(self, p: dict[str, Any]) -> tuple[int, Any]:
-        self._channel(p["cid"])
-        for msg in self._messages.get(p["cid"], []):
-            if msg["id"] == p["mid"]:
-                if "content" in p:
-                    msg["content"] = p["content"]
-                msg["edited_timestamp"] = _iso()
-                self._record_sent({"method": "edit_message", "chat_id": p["cid"], "message_id": p["mid"],
-                                   "text": msg["content"], "reply_to": None, "thread_id": None, "params": p})
-                return 200, msg
+    def _message(self, cid: str, mid: str) -> dict[str, Any]:
+        self._channel(cid)
+        for msg in self._messages.get(cid, []):
+            if msg["id"] == mid:
+                return msg
         raise _DiscordHTTPError(404, "Unknown Message", 10008)
+
+    async def _edit_message(self, p: dict[str, Any]) -> tuple[int, Any]:
+        content = p.get("content")
+        if isinstance(content, str) and len(content) > MAX_CONTENT:
+            raise _DiscordHTTPError(400, "Invalid Form Body\nIn content: Must be 2000 or fewer in length.", 50035)
+        msg = self._message(p["cid"], p["mid"])
+        if msg["author"]["id"] != self.bot["id"]:
+            raise _DiscordHTTPError(403, "Cannot edit a message authored by another user", 50005)
+        if "content" in p:
+            if not content and not msg["embeds"] and not msg["attachments"]:
+                raise _DiscordHTTPError(400, "Cannot send an empty message", 50006)
+            msg["content"] = content
+        msg["edited_timestamp"] = _iso()
+        self._record_sent({"method": "edit_message", "chat_id": p["cid"], "message_id": p["mid"],
+                           "text": msg["content"], "reply_to": None, "thread_id": None, "params": p})
+        if self.echo_bot_messages:
+            await self.dispatch("MESSAGE_UPDATE", msg)
+        return 200, msg
+
+    async def _delete_message(self, p: dict[str, Any]) -> tuple[int, Any]:
+        msg = self._message(p["cid"], p["mid"])
+        self._messages[p["cid"]].remove(msg)
+        if self.echo_bot_messages:
+            await self.dispatch("MESSAGE_DELETE", {"id": msg["id"], "channel_id": msg["channel_id"],
+                                                   **({"guild_id": msg["guild_id"]} if msg.get("guild_id") else {})})
+        return 204, None
 
     async def _typing(self, p: dict[str, Any]) -> tuple[int, Any]:
         self._channel(p["cid"])

@@ -251,3 +251,64 @@ async def test_muted_acks_and_heartbeats(fake_discord: FakeDiscord, point_at: An
         # discord.py's own check fires only when nothing at all arrives; it then resumes.
         await until(lambda: bot.resumed >= 1, "a RESUME after silence")
         await until(lambda: fake.heartbeats[-1][1], "heartbeats acked again on the new connection")
+
+
+async def test_edits_deletes_and_the_per_channel_edit_limit(fake_discord: FakeDiscord) -> None:
+    fake = fake_discord
+    fake.rate_buckets["edit_message"] = (2, 30.0)  # a window no test run outlasts: the third edit is refused
+    headers = {"Authorization": f"Bot {fake.token}"}
+    theirs = await fake.user_says("not yours", chat="general", dispatch=False)
+    async with aiohttp.ClientSession() as http:
+        base = f"{fake.base_url}/channels/{fake.general}/messages"
+        async with http.post(base, headers=headers, json={"content": "draft"}) as resp:
+            mid = (await resp.json())["id"]
+        async with http.patch(f"{base}/{mid}", headers=headers, json={"content": "x" * 2001}) as resp:
+            assert resp.status == 400 and (await resp.json())["code"] == 50035
+            assert resp.headers["X-RateLimit-Remaining"] == "1"  # a refused edit counts too
+        async with http.patch(f"{base}/{mid}", headers=headers, json={"content": "final"}) as resp:
+            assert resp.status == 200 and (await resp.json())["content"] == "final"
+            assert resp.headers["X-RateLimit-Limit"] == "2" and resp.headers["X-RateLimit-Remaining"] == "0"
+            assert 0 < float(resp.headers["X-RateLimit-Reset-After"]) <= 30
+            assert resp.headers["X-RateLimit-Bucket"]
+        async with http.patch(f"{base}/{mid}", headers=headers, json={"content": "too soon"}) as resp:
+            assert resp.status == 429 and resp.headers["Via"] and resp.headers["X-RateLimit-Scope"] == "user"
+            body = await resp.json()
+            assert body["message"] == "You are being rate limited." and body["global"] is False
+            assert 0 < body["retry_after"] <= 30 and int(resp.headers["Retry-After"]) >= body["retry_after"]
+        # The window is per channel: the DM is not limited by the channel's edits.
+        dm = fake.dm_channel()["id"]
+        async with http.post(f"{fake.base_url}/channels/{dm}/messages", headers=headers, json={"content": "a"}) as resp:
+            dm_mid = (await resp.json())["id"]
+        url = f"{fake.base_url}/channels/{dm}/messages/{dm_mid}"
+        async with http.patch(url, headers=headers, json={"content": ""}) as resp:
+            assert resp.status == 400 and (await resp.json())["code"] == 50006
+        fake.rate_buckets.clear()
+        async with http.patch(f"{base}/{theirs['id']}", headers=headers, json={"content": "mine now"}) as resp:
+            assert resp.status == 403 and (await resp.json())["code"] == 50005
+        async with http.patch(f"{base}/1", headers=headers, json={"content": "?"}) as resp:
+            assert resp.status == 404 and (await resp.json())["code"] == 10008
+        async with http.delete(f"{base}/{mid}", headers=headers) as resp:
+            assert resp.status == 204
+        async with http.delete(f"{base}/{mid}", headers=headers) as resp:
+            assert resp.status == 404 and (await resp.json())["code"] == 10008
+    assert [m["content"] for m in fake.channel_messages(fake.general)] == ["not yours"]
+    assert [s["text"] for s in fake.sent if s["method"] == "edit_message"] == ["final"]
+
+
+async def test_discord_py_holds_edits_back_by_the_headers(fake_discord: FakeDiscord, point_at: Any) -> None:
+    """What the adapter's streams must not leave to discord.py: given the headers, it sleeps out a used-up
+    window itself instead of sending into a 429, so a caller just waits."""
+    fake = fake_discord
+    fake.rate_buckets["edit_message"] = (2, 0.3)
+    point_at(fake)
+    bot = Bot()
+    async with running(fake, bot):
+        await until(lambda: bot.readies == 1, "on_ready")
+        channel = bot.get_channel(int(fake.general))
+        assert isinstance(channel, discord.TextChannel)
+        message = await channel.send("0")
+        for n in range(1, 4):
+            await message.edit(content=str(n))
+    # No 429: discord.py sent the third edit only once the window of the first two had passed (a 429 would
+    # have shown here as 429, 200: it retries those).
+    assert [c.status for c in fake.calls_to("edit_message")] == [200, 200, 200]
