@@ -10,6 +10,14 @@ Replies go through the delivery ledger (``supports_recovery``): when a
 terminal has gone away, ``send`` fails, and the ledger keeps the reply as
 undelivered with the reason. The answer itself is in the session's
 transcript in any case, and ``hermes-gateway chat -c`` shows it in the recap.
+
+An answer streams (``open_stream``) as ``delta`` events, each the text that
+follows what the terminal printed, then the final ``reply`` (or ``notice``)
+event as without a stream. A terminal cannot take text back: when the answer
+drops text it showed (a model call's preamble before it asked for tools), a
+``restart`` event carries the answer anew, which the terminal prints after a
+blank line. The terminal prints of the final event only what it has not
+printed yet (``gateway.cli.chat_output``).
 """
 
 from __future__ import annotations
@@ -19,7 +27,17 @@ import itertools
 import secrets
 from typing import Protocol
 
-from .base import Adapter, AdapterError, ChatType, Disposition, InboundMessage, OutboundMessage, SendResult
+from ._append import AppendOnly
+from .base import (
+    Adapter,
+    AdapterError,
+    ChatType,
+    Disposition,
+    InboundMessage,
+    OutboundMessage,
+    ReplyStream,
+    SendResult,
+)
 
 __all__ = ["ChatGoneError", "ChatSink", "CliAdapter"]
 
@@ -37,6 +55,39 @@ class ChatGoneError(AdapterError, ConnectionError):
     Also a ``ConnectionError``: the control socket treats it as one of its
     connection's failures (and ``ChatSink.push_event`` promises that type).
     """
+
+
+class _TerminalStream(ReplyStream):
+    """One answer printed in a terminal as the model writes it."""
+
+    throttled = False
+
+    def __init__(self, sink: ChatSink, target: OutboundMessage) -> None:
+        self._sink = sink
+        self._reply_to = target.reply_to
+        self._id = f"{target.chat_id}:{target.reply_to or ''}"
+        self._text = AppendOnly()
+
+    @property
+    def message_ids(self) -> tuple[str, ...]:
+        return (self._id,) if self._text.started else ()
+
+    async def update(self, text: str) -> None:
+        new, restart = self._text.next(text)
+        if new:
+            await self._push("restart" if restart else "delta", new)
+
+    async def finish(self, message: OutboundMessage) -> SendResult:
+        await self._push(str(message.kind), message.text)
+        return SendResult((self._id,))
+
+    async def _push(self, event: str, text: str) -> None:
+        try:
+            await self._sink.push_event(event, text, self._reply_to)
+        except ChatGoneError:
+            raise
+        except ConnectionError as exc:
+            raise ChatGoneError(f"the terminal disconnected while the reply was written ({exc})") from None
 
 
 class CliAdapter(Adapter):
@@ -106,6 +157,12 @@ class CliAdapter(Adapter):
             raise ChatGoneError("the terminal disconnected before the reply was ready")
         await sink.push_event(str(message.kind), message.text, message.reply_to)
         return SendResult((f"{message.chat_id}:{message.reply_to or ''}",))
+
+    def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
+        sink = self._chats.get(target.chat_id)
+        if sink is None or target.reply_to is None:
+            return None  # ``send`` says the terminal is gone
+        return _TerminalStream(sink, target)
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         sink = self._chats.get(chat_id)

@@ -39,6 +39,8 @@ def chat(
         show_default=False)] = None,
     standalone: Annotated[bool, typer.Option(
         "--standalone", help="No daemon running: run one in this process for this chat.")] = False,
+    no_stream: Annotated[bool, typer.Option(
+        "--no-stream", help="Print each answer when it is finished, not as it is written.")] = False,
     home: HomeOption = None,
 ) -> None:
     """Chat with the agent in this terminal (through the running daemon)."""
@@ -55,7 +57,8 @@ def chat(
     if standalone:
         quiet_logging(root)
     try:
-        code = asyncio.run(runner(root, resume=ref, continue_last=continue_last and not named))
+        code = asyncio.run(runner(root, resume=ref, continue_last=continue_last and not named,
+                                  stream=not no_stream))
     except DaemonNotRunningError as exc:
         typer.echo(f"hermes-gateway chat: {exc}\nOr chat without a daemon: hermes-gateway chat --standalone",
                    err=True)

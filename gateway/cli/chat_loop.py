@@ -1,5 +1,6 @@
 """The terminal chat against a running daemon: each line goes over the control socket and its
-answer is printed before the next line is sent; Ctrl-C stops a reply being written, then leaves."""
+answer is printed as it is written (``chat_output``), before the next line is sent; Ctrl-C stops a
+reply being written, then leaves."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any, TextIO
 
+from gateway.cli.chat_output import ReplyPrinter
 from gateway.cli.stdin_lines import StdinLines
 from gateway.control.client import ChatConnection, ControlError
 from storage.errors import GatewayError
@@ -27,10 +29,11 @@ _PROMPT = "› "
 
 
 class _Chat:
-    def __init__(self, conn: ChatConnection, out: TextIO, err: TextIO) -> None:
+    def __init__(self, conn: ChatConnection, out: TextIO, err: TextIO, *, stream: bool = True) -> None:
         self.conn = conn
         self.out = out
         self.err = err
+        self.printer = ReplyPrinter(out, stream=stream)
         self.settled: dict[str, asyncio.Event] = {}
         self.handed_off = False
         self.lost = asyncio.Event()
@@ -56,11 +59,14 @@ class _Chat:
                 return
             kind = event.get("event")
             text = event.get("text")
-            if kind in ("reply", "notice", "ack") and isinstance(text, str):
-                self._say(text)
+            reply_to = event.get("reply_to")
+            if kind in ("delta", "restart") and isinstance(text, str):
+                self.printer.partial(text, reply_to, restart=kind == "restart")
+            elif kind in ("reply", "notice", "ack") and isinstance(text, str):
+                self.printer.final(text, reply_to)
                 if kind != "ack" and text.startswith(HANDOFF_DONE_PREFIX):
                     self.handed_off = True
-                if kind != "ack" and event.get("reply_to") == self._awaiting:
+                if kind != "ack" and reply_to == self._awaiting:
                     # Answered (as the daemon counts it): a Ctrl-C from now on has no reply to stop.
                     self.waiting = False
             elif kind == "done" and isinstance(event.get("reply_to"), str):
@@ -188,12 +194,14 @@ async def _first(*aws: Awaitable[Any]) -> None:
 
 
 async def run_chat(home: Path, *, resume: str | None = None, continue_last: bool = False,
-                   out: TextIO | None = None, err: TextIO | None = None, signals: ChatSignals | None = None) -> int:
-    """The chat loop against the daemon of ``home``; the exit code."""
+                   out: TextIO | None = None, err: TextIO | None = None, signals: ChatSignals | None = None,
+                   stream: bool = True) -> int:
+    """The chat loop against the daemon of ``home``; the exit code. ``stream``: print answers as
+    they are written (False: each when it is finished)."""
     out = out or sys.stdout
     err = err or sys.stderr
     conn = await ChatConnection.open(home, resume=resume, continue_last=continue_last)
-    chat = _Chat(conn, out, err)
+    chat = _Chat(conn, out, err, stream=stream)
     pump = asyncio.create_task(chat.pump(), name="chat-events")
     interactive = sys.stdin.isatty()
     loop = asyncio.get_running_loop()

@@ -27,7 +27,7 @@ _CHAT_CLOSE_TIMEOUT = 5.0
 
 
 async def run_standalone(home: Path, *, resume: str | None = None, continue_last: bool = False,
-                         out: TextIO | None = None, err: TextIO | None = None) -> int:
+                         out: TextIO | None = None, err: TextIO | None = None, stream: bool = True) -> int:
     """Start the daemon in this process (terminal chat only), chat, stop it."""
     from gateway.daemon.runner import Gateway  # the daemon's imports only when it runs here
 
@@ -54,7 +54,7 @@ async def run_standalone(home: Path, *, resume: str | None = None, continue_last
                 raise GatewayError(f"the in-process gateway did not start within {_START_TIMEOUT:g}s")
             await asyncio.sleep(0.05)
         code = await run_chat(home, resume=resume, continue_last=continue_last, out=out, err=err,
-                              signals=signals)
+                              signals=signals, stream=stream)
         await _chat_closed(gateway)
         return code
     finally:

@@ -6,6 +6,10 @@ The wire is newline-delimited JSON. A request is ``{"id": n, "op": "...",
 connection also receives events the daemon pushes on its own:
 ``{"event": "reply" | "notice" | "ack" | "typing" | "done", "text": "...",
 "reply_to": "<message id>"}``; ``done`` says a message has been fully answered.
+While an answer is written, ``delta`` events carry the text that follows what
+was sent of it so far, and ``restart`` events the answer anew after text it
+dropped (``adapters.cli``); its ``reply`` (or ``notice``) event still follows
+with the whole text.
 
 ``call`` is for one-shot operations (the ``sessions`` CLI, ``status``);
 ``ChatConnection`` is the terminal chat's long-lived connection.

@@ -11,7 +11,8 @@ JSON (see ``gateway.control.client``). Operations:
 - ``chat.open`` ``{"continue": bool, "resume": "<id|prefix|title>"}`` turns the
   connection into one terminal chat (platform ``cli``); ``chat.send`` ``{"text"}``
   hands it one line; ``chat.info`` tells its session. Answers come back as events
-  (``reply`` / ``notice`` / ``ack`` / ``typing``), then ``done`` once the line is fully
+  (``reply`` / ``notice`` / ``ack`` / ``typing``; ``delta`` / ``restart`` while an answer
+  streams), then ``done`` once the line is fully
   answered, so a client can send the next one (and /handoff finds the chat idle).
 
 Created at start (a stale socket left by a crashed daemon is removed: the

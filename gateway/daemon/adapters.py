@@ -36,7 +36,8 @@ def build_adapters(config: LoadedConfig, *, standalone: bool, extra: dict[str, A
                 f"platforms.api_server.host is {api.host}, which is reachable from other machines; "
                 f"set API_SERVER_KEY (or platforms.api_server.key in {config.config_file}) first."
             )
-        adapters["api-server"] = ApiServerAdapter(key=key, model_name=config.settings.model.default)
+        adapters["api-server"] = ApiServerAdapter(key=key, model_name=config.settings.model.default,
+                                                  streaming=api.streaming)
     telegram = config.settings.platforms.telegram
     if telegram.active:
         adapters["telegram"] = TelegramAdapter(telegram)

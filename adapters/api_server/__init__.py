@@ -1,0 +1,26 @@
+"""The local HTTP API: an OpenAI-compatible front door to the gateway.
+
+``POST /v1/chat/completions``: the request's ``user`` names the chat (session
+key ``agent:main:api-server:dm:<user>``); only the last user message is new
+input — history comes from state.db, never from the request. ``GET
+/v1/models``. A bearer key (``API_SERVER_KEY``) is checked when configured
+and required when bound beyond loopback. Requests wait for their answer.
+
+It answers as the OpenAI API does: a failure is an HTTP status with an error
+object (``{"error": {"message", "type", "param", "code"}}``, and Retry-After
+where waiting helps), taken from the error the gateway attached to its notice;
+``usage`` is the turn's token counts. A request with an Idempotency-Key
+that is sent again gets the first one's answer (the gateway keeps it, across
+restarts), and a turn stopped with /stop still answers its request. With
+``stream: true`` the answer comes as server-sent events while the model writes
+it (``_sse``).
+
+The modules: ``_settings`` (``platforms.api_server``), ``_request`` (a request
+read, or refused), ``_sse`` (the streamed answer), ``_adapter`` (the routes and
+the requests waiting for their answers).
+"""
+
+from ._adapter import ApiServerAdapter
+from ._settings import ApiServerSettings
+
+__all__ = ["ApiServerAdapter", "ApiServerSettings"]

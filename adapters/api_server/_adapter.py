@@ -1,0 +1,181 @@
+"""The API server as an adapter: its routes, the requests waiting for their answers, and the
+answer written as JSON, as one SSE chunk, or (``open_stream``) as SSE while the model writes it."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from ..base import Adapter, Disposition, OutboundMessage, ReplyError, ReplyStream, SendKind, SendResult
+from ._request import ChatRequest, error_response, parse_request
+from ._sse import DONE, SSE_HEADERS, Completion, SseStream
+
+__all__ = ["ApiServerAdapter"]
+
+#: why the handler stopped waiting: the error status, or the error event of a stream that began
+_TIMED_OUT = ("No answer within the time limit; it will be kept in the session.",
+              ReplyError(504, "server_error", "timeout"))
+_SHUTTING_DOWN = ("The gateway is shutting down; send the message again later.",
+                  ReplyError(503, "server_error", "shutting_down", 30))
+
+
+@dataclass
+class _Waiting:
+    """A request waiting for its answer."""
+
+    request: web.Request
+    asked: ChatRequest
+    answer: asyncio.Future[OutboundMessage]
+    stream: SseStream | None = None
+
+
+class ApiServerAdapter(Adapter):
+    platform = "api-server"
+    max_message_length = 10_000_000
+    supports_recovery = False
+
+    def __init__(self, *, key: str | None, model_name: str | None, reply_timeout: float = 900.0,
+                 streaming: bool = True, write_timeout: float = 30.0) -> None:
+        """``model_name``: the model requests may name (None: none is configured, so any name is
+        taken and each reply says what to configure). ``streaming``: ``open_stream`` gives streams
+        (``platforms.api_server.streaming``). ``write_timeout``: seconds a streamed write may wait
+        for a client that does not read before the stream gives that client up."""
+        super().__init__()
+        self._key = key
+        self._model_name = model_name or "hermes-gateway"
+        self._any_model = model_name is None
+        self._reply_timeout = reply_timeout
+        self._streaming = streaming
+        self._write_timeout = write_timeout
+        self._waiting: dict[str, _Waiting] = {}
+        self._stopped = asyncio.Event()
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_post("/v1/chat/completions", self._chat)
+        app.router.add_get("/v1/models", self._models)
+        # Last: what the two above do not match under /v1 gets an OpenAI-style 404 (or 405).
+        app.router.add_route("*", "/v1/{tail:.*}", self._unknown)
+
+    async def connect(self) -> None:
+        self._stopped.clear()
+        self.ready.set()
+        await self._stopped.wait()
+
+    async def disconnect(self) -> None:
+        self.ready.clear()
+        self._stopped.set()
+        for waiting in self._waiting.values():
+            if not waiting.answer.done():
+                waiting.answer.set_exception(ConnectionResetError("the gateway is shutting down"))
+
+    async def send(self, message: OutboundMessage) -> SendResult:
+        if message.kind is SendKind.ACK or message.reply_to is None:
+            return SendResult()
+        waiting = self._waiting.get(message.reply_to)
+        if waiting is not None and not waiting.answer.done():
+            waiting.answer.set_result(message)
+        return SendResult((message.reply_to,))
+
+    def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
+        """The SSE stream of the request ``target`` answers, when it asked for ``stream: true``."""
+        waiting = self._waiting.get(target.reply_to) if target.reply_to is not None else None
+        if (not self._streaming or waiting is None or not waiting.asked.stream or waiting.answer.done()
+                or waiting.stream is not None):
+            return None
+        answer = waiting.answer
+
+        def hand_over(message: OutboundMessage) -> None:
+            if not answer.done():
+                answer.set_result(message)
+
+        waiting.stream = SseStream(waiting.request, target.reply_to or "", self._model_name,
+                                   include_usage=waiting.asked.include_usage, write_timeout=self._write_timeout,
+                                   hand_over=hand_over)
+        return waiting.stream
+
+    # ------------------------------------------------------------------ HTTP
+
+    def _authorized(self, request: web.Request) -> bool:
+        if not self._key:
+            return True
+        header = request.headers.get("Authorization", "")
+        scheme, _, token = header.partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), self._key.encode())
+
+    def _unauthorized(self) -> web.Response:
+        return error_response(401, "Missing or wrong bearer key (Authorization: Bearer <API_SERVER_KEY>).",
+                              "authentication_error", "invalid_api_key")
+
+    async def _models(self, request: web.Request) -> web.StreamResponse:
+        if not self._authorized(request):
+            return self._unauthorized()
+        return web.json_response(
+            {"object": "list", "data": [{"id": self._model_name, "object": "model", "owned_by": "hermes-gateway"}]}
+        )
+
+    async def _unknown(self, request: web.Request) -> web.StreamResponse:
+        if not self._authorized(request):
+            return self._unauthorized()
+        known = {"/v1/chat/completions": "POST", "/v1/models": "GET"}.get(request.path)
+        if known is not None:
+            return error_response(405, f"{request.path} takes {known}, not {request.method}.",
+                                  code="method_not_allowed")
+        return error_response(404, f"Invalid URL ({request.method} {request.path}).", code="unknown_url")
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        if not self._authorized(request):
+            return self._unauthorized()
+        if not self.ready.is_set():
+            return error_response(503, "The gateway is not accepting messages right now.", "server_error",
+                                  "unavailable", retry_after=30)
+        asked = await parse_request(request, self.platform, self._model_name, self._any_model)
+        if isinstance(asked, web.Response):
+            return asked
+        msg = asked.message
+        assert msg.message_id is not None
+        waiting = _Waiting(request, asked, asyncio.get_running_loop().create_future())
+        self._waiting[msg.message_id] = waiting
+        try:
+            disposition = await self.dispatch(msg)
+            if disposition is Disposition.DUPLICATE:
+                return error_response(409, "A request with this Idempotency-Key was already handled.",
+                                      code="duplicate_request")
+            if disposition in (Disposition.REFUSED, Disposition.IGNORED):
+                return error_response(403, "This request was not accepted.", "permission_error", "refused")
+            try:
+                answer = await asyncio.wait_for(waiting.answer, timeout=self._reply_timeout)
+            except (TimeoutError, ConnectionResetError) as exc:
+                text, error = _TIMED_OUT if isinstance(exc, TimeoutError) else _SHUTTING_DOWN
+                answer = OutboundMessage(self.platform, msg.chat_id, text, reply_to=msg.message_id,
+                                         kind=SendKind.NOTICE, error=error)
+        finally:
+            self._waiting.pop(msg.message_id, None)
+        stream = waiting.stream
+        if stream is not None and await stream.end_with(answer):
+            # The stream answers this request, and never twice: an answer sent around it (the
+            # gateway sends anew when a stream fails) or the handler's own timeout only ends it.
+            assert stream.response is not None
+            return stream.response
+        if answer.error is not None:
+            e = answer.error
+            return error_response(e.status, answer.text.removeprefix("⚠️ "), e.type, e.code,
+                                  retry_after=e.retry_after)
+        return await self._respond(request, answer, asked)
+
+    async def _respond(self, request: web.Request, reply: OutboundMessage, asked: ChatRequest) -> web.StreamResponse:
+        """The answer at once: a ``chat.completion``, or for ``stream: true`` one SSE chunk with it all."""
+        completion = Completion(self._model_name)
+        if not asked.stream:
+            return web.json_response(completion.whole(reply.text, reply.usage))
+        resp = web.StreamResponse(headers=SSE_HEADERS)
+        await resp.prepare(request)
+        await resp.write(completion.chunk({"role": "assistant", "content": reply.text}))
+        await resp.write(completion.chunk({}, "stop"))
+        if asked.include_usage:
+            await resp.write(completion.usage_chunk(reply.usage))
+        await resp.write(DONE)
+        await resp.write_eof()
+        return resp
