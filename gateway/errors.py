@@ -33,7 +33,8 @@ are defined here. This module exports them all::
     ├── AdapterError                  adapters.base
     │   ├── FatalAdapterError           the adapter cannot run with this config (bad token, ...)
     │   ├── ChatGoneError               the terminal chat's connection closed
-    │   └── MalformedUpdateError        a platform sent something we cannot read
+    │   ├── MalformedUpdateError        a platform sent something we cannot read
+    │   └── RateLimitedError            the platform asked to wait (a 429) before the next call
     ├── ConfigError                   config.yaml / .env cannot be used
     ├── UnitPathError                 a path that cannot go into a systemd unit
     ├── LaneError
@@ -63,7 +64,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.base import AdapterError, FatalAdapterError, MalformedUpdateError, ReplyError
+from adapters.base import AdapterError, FatalAdapterError, MalformedUpdateError, RateLimitedError, ReplyError
 from adapters.cli import ChatGoneError
 from core.errors import (
     CompressionError,
@@ -323,6 +324,7 @@ __all__ = [
     "LaneFullError",
     "LanesClosedError",
     "MalformedUpdateError",
+    "RateLimitedError",
     "MemoryLimitError",
     "MemoryStoreError",
     "ModelAuthError",
