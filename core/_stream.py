@@ -36,6 +36,8 @@ log = structlog.get_logger("hermes.core")
 _REASONING_TEXT = ("reasoning", "reasoning_content")
 # The string fields of a ``reasoning_details`` item that arrive in pieces (OpenRouter).
 _DETAIL_PIECES = frozenset({"text", "summary", "data"})
+# A delta with only these keys carries nothing but content.
+_PLAIN_DELTA = frozenset({"content", "role"})
 
 
 class BrokenStream(ModelError):
@@ -99,55 +101,49 @@ class StreamResult:
 
 
 class _Events:
-    """Server-sent events from a byte stream (``data`` lines joined; comments and other fields skipped)."""
+    """Server-sent events from a byte stream: ``(event type, data)``, the ``data`` lines of an event
+    joined; comments and other fields skipped. A CR LF split between two reads may end an event early,
+    which costs a server that sends one ``data`` line an event (all of them) nothing."""
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._buffer = bytearray()
+        self._rest = b""  # an unfinished line
         self._data: list[bytes] = []
         self._size = 0
         self._kind = b""
 
     def feed(self, chunk: bytes) -> list[tuple[bytes, bytes]]:
-        buffer = self._buffer
-        buffer += chunk
-        events: list[tuple[bytes, bytes]] = []
-        start = 0
-        while (end := buffer.find(b"\n", start)) >= 0:
-            self._line(bytes(buffer[start:end]), events)
-            start = end + 1
-        del buffer[:start]
-        if len(buffer) + self._size > self._limit:
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        lines = (self._rest + chunk if self._rest else chunk).split(b"\n")
+        self._rest = lines.pop()
+        if len(self._rest) + self._size > self._limit:
             raise EventTooLarge("an event is larger than model.max_response_bytes")
-        return events
+        return self._lines(lines)
 
     def close(self) -> list[tuple[bytes, bytes]]:
         """The events a body that ends without a last blank line still completes."""
-        events: list[tuple[bytes, bytes]] = []
-        if self._buffer:
-            self._line(bytes(self._buffer), events)
-            self._buffer.clear()
-        self._line(b"", events)
-        return events
+        lines, self._rest = [self._rest, b""], b""
+        return self._lines(lines)
 
-    def _line(self, line: bytes, events: list[tuple[bytes, bytes]]) -> None:
-        if line.endswith(b"\r"):
-            line = line[:-1]
-        if not line:  # a blank line ends the event
-            if self._data:
-                events.append((self._kind or b"message", b"\n".join(self._data)))
-            self._data, self._size, self._kind = [], 0, b""
-            return
-        field, _, value = line.partition(b":")
-        if value.startswith(b" "):
-            value = value[1:]
-        if field == b"data":
-            self._data.append(value)
-            self._size += len(value)
-            if self._size > self._limit:
-                raise EventTooLarge("an event is larger than model.max_response_bytes")
-        elif field == b"event":
-            self._kind = value
+    def _lines(self, lines: list[bytes]) -> list[tuple[bytes, bytes]]:
+        events: list[tuple[bytes, bytes]] = []
+        data = self._data
+        for line in lines:
+            if not line:  # a blank line ends the event
+                if data:
+                    events.append((self._kind or b"message", data[0] if len(data) == 1 else b"\n".join(data)))
+                    data.clear()
+                    self._size, self._kind = 0, b""
+            elif line.startswith(b"data:"):
+                value = line[6:] if line[5:6] == b" " else line[5:]
+                data.append(value)
+                self._size += len(value)
+                if self._size > self._limit:
+                    raise EventTooLarge("an event is larger than model.max_response_bytes")
+            elif line.startswith(b"event:"):
+                self._kind = line[6:].strip()
+        return events
 
 
 class _Assembly:
@@ -171,28 +167,35 @@ class _Assembly:
         return self.done or self.finish_reason is not None
 
     def add(self, chunk: Any) -> str:
-        """Take one chunk; returns the content text it adds ("" for none)."""
-        if not isinstance(chunk, dict):
+        """Take one chunk; returns the content text it adds ("" for none).
+
+        Called for every token of every streamed answer: the common chunk (one choice whose
+        delta is a piece of content) takes the shortest path.
+        """
+        if type(chunk) is not dict:
             raise BrokenStream("an event is not a JSON object")
         if chunk.get("error"):
             raise StreamError(chunk)
-        for key in ("id", "created", "model"):
-            if key not in self.head and chunk.get(key) is not None:
-                self.head[key] = chunk[key]
-        if isinstance(chunk.get("usage"), dict):
-            self.usage = chunk["usage"]
-        choices = chunk.get("choices") or []
-        if not isinstance(choices, list):
+        if not self.head:
+            self.head = {key: chunk[key] for key in ("id", "created", "model") if chunk.get(key) is not None}
+        usage = chunk.get("usage")
+        if type(usage) is dict:
+            self.usage = usage
+        choices = chunk.get("choices")
+        if not choices:
+            return ""
+        if type(choices) is not list:
             raise BrokenStream("a chunk's choices is not a list")
         text = ""
         for choice in choices:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+            if type(choice) is not dict or choice.get("index", 0) != 0:
                 continue
             delta = choice.get("delta")
-            if isinstance(delta, dict):
+            if delta and type(delta) is dict:
                 text += self._delta(delta)
-            if isinstance(choice.get("finish_reason"), str):
-                self.finish_reason = choice["finish_reason"]
+            reason = choice.get("finish_reason")
+            if reason is not None and type(reason) is str:
+                self.finish_reason = reason
         return text
 
     def _fit(self, piece: str) -> str:
@@ -208,14 +211,16 @@ class _Assembly:
     def _delta(self, delta: dict[str, Any]) -> str:
         text = ""
         content = delta.get("content")
-        if isinstance(content, str):
-            text = self._fit(content) if content else ""
+        if type(content) is str:
             if self.content is None:
                 self.content = []
-            if text:
+            if content:
+                text = self._fit(content)
                 self.content.append(text)
         elif content is not None:
             raise BrokenStream("a content delta is not text")
+        if delta.keys() <= _PLAIN_DELTA:
+            return text
         for key in _REASONING_TEXT:
             piece = delta.get(key)
             if isinstance(piece, str) and piece and not self.cut:
@@ -301,10 +306,19 @@ class _Assembly:
         }
 
 
-async def _decode(data: bytes) -> Any:
-    if len(data) <= INLINE_PARSE_BYTES:
-        return json.loads(data)
-    return await parse_json(data)  # one long event is parsed in steps, as a long body is
+_DECODER = json.JSONDecoder()
+
+
+def _loads(data: bytes) -> Any:
+    """``json.loads`` of one event, without its per-call checks (half its cost on a token's chunk)."""
+    text = data.decode()
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except ValueError:
+        return json.loads(text)  # leading whitespace is json's to handle, and so is the error
+    if end != len(text) and text[end:].strip():
+        raise ValueError("an event holds more than one JSON value")
+    return value
 
 
 async def read_stream(chunks: AsyncIterator[bytes], limit: int, on_text: Callable[[str], None]) -> StreamResult:
@@ -314,10 +328,10 @@ async def read_stream(chunks: AsyncIterator[bytes], limit: int, on_text: Callabl
     events, assembly = _Events(limit), _Assembly(limit)
     try:
         async for chunk in chunks:
-            if _take(await _decoded(events.feed(chunk)), assembly, on_text):
+            if await _take(events.feed(chunk), assembly, on_text):
                 break
         else:
-            _take(await _decoded(events.close()), assembly, on_text)
+            await _take(events.close(), assembly, on_text)
     except httpx.TransportError:
         if not assembly.complete:
             raise
@@ -326,27 +340,19 @@ async def read_stream(chunks: AsyncIterator[bytes], limit: int, on_text: Callabl
     return StreamResult(assembly.completion(), assembly.cut)
 
 
-async def _decoded(events: list[tuple[bytes, bytes]]) -> list[tuple[bytes, Any]]:
-    decoded: list[tuple[bytes, Any]] = []
+async def _take(events: list[tuple[bytes, bytes]], assembly: _Assembly, on_text: Callable[[str], None]) -> bool:
+    """Give ``events`` to ``assembly``; True when the stream is over (``[DONE]``, or the cap reached)."""
     for kind, data in events:
         if data == b"[DONE]":
-            decoded.append((kind, None))
-            break
+            assembly.done = True
+            return True
         try:
-            decoded.append((kind, await _decode(data)))
+            # One long event is parsed in steps, as a long body is (core/_body.py).
+            chunk = _loads(data) if len(data) <= INLINE_PARSE_BYTES else await parse_json(data)
         except (ValueError, RecursionError) as exc:
             if kind == b"error":  # an error event whose text is not JSON
                 raise StreamError({"error": {"message": data[:300].decode(errors="replace")}}) from exc
             raise BrokenStream("an event is not JSON") from exc
-    return decoded
-
-
-def _take(events: list[tuple[bytes, Any]], assembly: _Assembly, on_text: Callable[[str], None]) -> bool:
-    """Give ``events`` to ``assembly``; True when the stream is over (``[DONE]``, or the cap reached)."""
-    for kind, chunk in events:
-        if chunk is None:
-            assembly.done = True
-            return True
         if kind == b"error":
             raise StreamError(chunk if isinstance(chunk, dict) and chunk.get("error") else {"error": chunk})
         text = assembly.add(chunk)

@@ -24,6 +24,7 @@ from core import (
     Usage,
 )
 from core._budget import turn_budget
+from gateway.daemon.transport import AiohttpTransport
 from tests.fakes import FakeOpenAI
 
 from ._listener import RecordingListener
@@ -41,8 +42,8 @@ MakeClient = Callable[..., ModelClient]
 async def make_client(fake_openai: FakeOpenAI) -> AsyncIterator[MakeClient]:
     clients: list[ModelClient] = []
 
-    def make(**overrides: Any) -> ModelClient:
-        client = ModelClient(replace(FAST, base_url=fake_openai.base_url, **overrides))
+    def make(transport: AiohttpTransport | None = None, **overrides: Any) -> ModelClient:
+        client = ModelClient(replace(FAST, base_url=fake_openai.base_url, **overrides), transport=transport)
         clients.append(client)
         return client
 
@@ -227,3 +228,28 @@ async def test_a_listener_that_raises_does_not_fail_the_call(fake_openai: FakeOp
 
     fake_openai.reply("still answered")
     assert (await make_client().chat(HELLO, listener=Broken())).content == "still answered"
+
+
+# ------------------------------------------------------------------ the daemon's transport
+
+
+async def test_the_daemons_transport_streams_retries_and_cuts_the_same(fake_openai: FakeOpenAI,
+                                                                       make_client: MakeClient) -> None:
+    """The daemon sends through aiohttp (gateway/daemon/transport.py): the body still comes as it is written."""
+    client = make_client(transport=AiohttpTransport())
+    fake_openai.break_stream("dropped half way", after=1, mode="drop").reply("whole", usage=USAGE)
+    listener = RecordingListener()
+    result = await client.chat(HELLO, listener=listener)
+    assert result.content == "whole" and result.usage.input_tokens == 11
+    assert listener.kinds == ["text", "discard", "text"]
+
+    fake_openai.tokens_per_second = 5
+    fake_openai.reply(LONG)
+    listener = RecordingListener(wait_for=2)
+    call = asyncio.create_task(client.chat(HELLO, listener=listener))
+    await asyncio.wait_for(listener.texts.wait(), 10)
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    await asyncio.wait_for(fake_openai.streams[-1].ended.wait(), 10)
+    assert fake_openai.streams[-1].outcome == "client gone"
