@@ -107,7 +107,8 @@ class _Events:
 
     def __init__(self, limit: int) -> None:
         self._limit = limit
-        self._rest = b""  # an unfinished line
+        self._pending: list[bytes] = []  # the reads of an unfinished line, joined once it ends
+        self._pending_size = 0
         self._data: list[bytes] = []
         self._size = 0
         self._kind = b""
@@ -115,15 +116,28 @@ class _Events:
     def feed(self, chunk: bytes) -> list[tuple[bytes, bytes]]:
         if b"\r" in chunk:
             chunk = chunk.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        lines = (self._rest + chunk if self._rest else chunk).split(b"\n")
-        self._rest = lines.pop()
-        if len(self._rest) + self._size > self._limit:
-            raise EventTooLarge("an event is larger than model.max_response_bytes")
+        if b"\n" not in chunk:  # a long line in many reads is kept, not joined and split again each time
+            self._keep(chunk)
+            return []
+        if self._pending:
+            chunk = b"".join(self._pending) + chunk
+            self._pending.clear()
+            self._pending_size = 0
+        lines = chunk.split(b"\n")
+        self._keep(lines.pop())
         return self._lines(lines)
+
+    def _keep(self, piece: bytes) -> None:
+        if piece:
+            self._pending.append(piece)
+            self._pending_size += len(piece)
+            if self._pending_size + self._size > self._limit:
+                raise EventTooLarge("an event is larger than model.max_response_bytes")
 
     def close(self) -> list[tuple[bytes, bytes]]:
         """The events a body that ends without a last blank line still completes."""
-        lines, self._rest = [self._rest, b""], b""
+        lines = [b"".join(self._pending), b""]
+        self._pending.clear()
         return self._lines(lines)
 
     def _lines(self, lines: list[bytes]) -> list[tuple[bytes, bytes]]:
