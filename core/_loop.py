@@ -5,6 +5,11 @@ its tool calls, then each tool result, then the answer), and the write is
 awaited before the loop moves on: there is no list index to keep in step
 with the database, so nothing can be skipped. A loop with ``persist=False``
 (reviews, flushes) keeps its messages to itself.
+
+A turn's loop may stream (a ``listener``): the text of a model call that turns
+out to ask for tools is discarded (it was a preamble), each tool call is
+announced before it runs, and ``/stop`` while an answer is being written stores
+what was written of it, marked ``finish_reason: "stopped"``.
 """
 
 from __future__ import annotations
@@ -22,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from ._stream import Relay
 from .llm import ChatResult, ModelClient, Usage, describe_size
 from .prompt import apply_prompt_caching, is_anthropic_model
+from .streaming import AnswerListener
 from .tools import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
@@ -162,9 +169,12 @@ class ToolLoop:
         model: str | None = None,
         tool_choice: str | None = None,
         on_final: FinalOp | None = None,
+        listener: AnswerListener | None = None,
     ) -> None:
-        """``on_final(tool_iterations, used_tools, answer)`` gives bookkeeping to commit with the answer."""
+        """``on_final(tool_iterations, used_tools, answer)`` gives bookkeeping to commit with the answer;
+        ``listener`` gets the answer as it is written."""
         self._on_final = on_final
+        self._relay = Relay(listener) if listener is not None else None
         self._store = store
         self._client = client
         self._tools = tools
@@ -214,7 +224,12 @@ class ToolLoop:
                 ttl = self._client.settings.cache_ttl
                 messages = apply_prompt_caching(messages, ttl=None if ttl == "5m" else ttl)
             extra = {"tool_choice": self._tool_choice} if self._tool_choice and schemas else None
-            reply = await self._client.chat(messages, tools=schemas, model=self._model, extra=extra)
+            try:
+                reply = await self._client.chat(messages, tools=schemas, model=self._model, extra=extra,
+                                                listener=self._relay)
+            except asyncio.CancelledError:
+                await self._store_stopped()
+                raise
             out.model_calls += 1
             out.model = reply.model or out.model
             out.usage = _added(out.usage, reply.usage)
@@ -234,8 +249,12 @@ class ToolLoop:
                 return out
             conversation.append(message)
             out.tool_iterations += 1
+            if self._relay is not None and self._relay.given:
+                self._relay.discard()  # the text before tool calls is not the answer
             for call in calls:
                 name = call["function"]["name"]
+                if self._relay is not None:
+                    self._relay.tool(name)
                 outcome = await self._tools.dispatch(name, call["function"]["arguments"], self._ctx)
                 if outcome.ok:
                     out.used_tools.add(name)
@@ -255,6 +274,16 @@ class ToolLoop:
         conversation.append(final)
         log.warning("agent.iteration_budget_spent", limit=self._max)
         return out
+
+    async def _store_stopped(self) -> None:
+        """/stop while the answer was being written: what was written of it is kept, said to be stopped."""
+        text = self._relay.partial if self._relay is not None else ""
+        if not text.strip():
+            return
+        message = {"role": "assistant", "content": scrub_text(text), "finish_reason": "stopped"}
+        # The write is shielded (``persist``) and ``settle`` waits for it; a second cancel only stops the wait.
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await self.persist(message)
 
     def _final_op(self, out: LoopResult, answer: str) -> Callable[[sqlite3.Connection], None] | None:
         return self._on_final(out.tool_iterations, out.used_tools, answer) if self._on_final is not None else None

@@ -99,6 +99,8 @@ class ModelSettings:
     #: how long a provider with prompt caching keeps the cached prefix: "5m" (its default,
     #: sent as no ttl at all) or "1h"
     cache_ttl: str = "5m"
+    #: stream answers to a caller that shows them growing (a turn with an ``AnswerListener``)
+    stream: bool = True
 
     def __post_init__(self) -> None:
         if not self.timeout > 0 or not self.connect_timeout > 0:

@@ -56,7 +56,7 @@ class TurnRequest:
     #: ``text`` is already stored as the session's latest user message (a retried request whose
     #: turn a crash cut off): the turn answers it without storing it again
     question_stored: bool = False
-    #: shown the answer while the model writes it (the gateway's stream driver); None: not streamed
+    #: gets the answer as the model writes it (``core.streaming``); None: the answer comes whole
     listener: AnswerListener | None = None
 
 
@@ -229,7 +229,7 @@ class HermesAgent:
         ctx = rt.tool_context(session_id, request.platform, user_id=request.user_id, session_key=request.session_key)
         loop = ToolLoop(rt.store, rt.client, rt.tools_for(request.platform), ctx,
                         max_iterations=rt.settings.max_iterations,
-                        on_final=_final_ops(session_id, counters, request.on_answer))
+                        on_final=_final_ops(session_id, counters, request.on_answer), listener=request.listener)
         try:
             await loop.run(system, conversation, result)
         except asyncio.CancelledError:

@@ -13,6 +13,15 @@ Inside a turn (``core._budget``) attempts and waits share the turn's budget,
 ``turn_timeout``: an attempt's timeout is clipped to what is left, and a retry
 that cannot fit is not started. At most ``max_response_bytes`` of a response
 are read; a longer answer comes back cut there, marked by ``ChatResult.cut_at``.
+
+Given an ``AnswerListener`` (and ``model.stream`` on), a call asks for a stream
+and hands the listener each piece of text as it arrives (``core._stream``); the
+result is the same ``ChatResult`` an unstreamed call returns. A streamed
+attempt is not cut at ``timeout`` as a whole (an answer written at 10 tokens a
+second may take minutes): each read waits at most ``timeout``, and the whole
+stream at most what is left of the turn's budget. A stream that breaks off is
+retried like a dropped connection, after ``listener.discard()``; a server that
+ignores ``stream`` and answers JSON is read as if nothing had been asked.
 """
 
 from __future__ import annotations
@@ -33,12 +42,14 @@ from ._budget import TurnBudget, current_budget
 from ._completion import BadCompletion, ChatResult, Usage, parse_completion
 from ._failures import Failure, clip, error_field, scrub, status_failure
 from ._settings import ModelSettings, display_url
+from ._stream import BrokenStream, EventTooLarge, Relay, StreamError, read_stream
 from .errors import (
     ModelNotConfiguredError,
     ModelResponseError,
     ModelTimeoutError,
     ModelUnavailableError,
 )
+from .streaming import AnswerListener
 
 __all__ = ["ChatResult", "ModelClient", "ModelSettings", "Usage", "describe_size", "retry_delay"]
 
@@ -80,11 +91,14 @@ class ModelClient:
         temperature: float | None = None,
         max_tokens: int | None = None,
         extra: Mapping[str, Any] | None = None,
+        listener: AnswerListener | None = None,
     ) -> ChatResult:
         """One completion of ``messages`` by ``model`` (default: ``settings.model``).
 
         ``extra`` is merged into the request body last, for provider-specific
-        fields (``tool_choice``, ``reasoning``, ``provider`` ...).
+        fields (``tool_choice``, ``reasoning``, ``provider`` ...). With a
+        ``listener`` (and ``model.stream`` on) the answer is streamed: the
+        listener gets its text as it is written.
         """
         url, model_name = self._target(model)
         body: dict[str, Any] = {"model": model_name, "messages": [dict(m) for m in messages]}
@@ -97,8 +111,13 @@ class ModelClient:
         if extra:
             body.update(extra)
         if body.get("stream"):
-            raise ValueError("ModelClient.chat does not stream; leave 'stream' out of extra")
-        return await self._send(url, body)
+            raise ValueError("ModelClient.chat streams when given a listener; leave 'stream' out of extra")
+        relay = None
+        if listener is not None and self.settings.stream:  # reviews, flushes and titles never pass one
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+            relay = listener if isinstance(listener, Relay) else Relay(listener)
+        return await self._send(url, body, relay)
 
     # ------------------------------------------------------------------ internals
 
@@ -119,17 +138,21 @@ class ModelClient:
         path = parts.path.rstrip("/") + "/chat/completions"
         return urlunsplit((parts.scheme, parts.netloc, path, parts.query, "")), model_name
 
-    async def _send(self, url: str, body: dict[str, Any]) -> ChatResult:
+    async def _send(self, url: str, body: dict[str, Any], relay: Relay | None) -> ChatResult:
         headers = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
+        if relay is not None:
+            headers["Accept"] = "text/event-stream"
         attempts = self.settings.max_retries + 1
         # The turn's budget (None outside a turn): every attempt and every wait fits in it.
         budget = current_budget()
         for attempt in range(1, attempts + 1):
             if budget is not None and budget.remaining() <= 0:
                 raise self._budget_spent(budget, attempt - 1)
-            outcome = await self._attempt(url, body, headers, budget)
+            outcome = await self._attempt(url, body, headers, budget, relay)
             if isinstance(outcome, ChatResult):
                 return outcome
+            if relay is not None and relay.given:
+                relay.discard()  # the text of a failed attempt is no part of any answer
             if not outcome.retryable or attempt == attempts:
                 raise outcome.error(attempt) from outcome.cause
             delay = retry_delay(self.settings, attempt, outcome.retry_after)
@@ -168,16 +191,20 @@ class ModelClient:
         raise AssertionError("unreachable: the last attempt always returns or raises")
 
     async def _attempt(self, url: str, body: dict[str, Any], headers: dict[str, str],
-                       budget: TurnBudget | None) -> ChatResult | Failure:
+                       budget: TurnBudget | None, relay: Relay | None) -> ChatResult | Failure:
         timeout = self.settings.timeout
-        # httpx's timeouts are per read; this caps a server that trickles bytes forever.
-        limit = timeout + self.settings.connect_timeout
+        # httpx's timeouts are per read; this caps a server that trickles bytes forever. A stream
+        # trickles by design: only the turn's budget caps it.
+        limit = self.settings.turn_timeout if relay is not None else timeout + self.settings.connect_timeout
         left = budget.remaining() if budget is not None else limit
+        scope = asyncio.timeout(min(limit, left))
         try:
-            async with asyncio.timeout(min(limit, left)):
+            async with scope:
                 request = self._http.build_request("POST", url, json=body, headers=headers)
                 response = await self._http.send(request, stream=True)
                 try:
+                    if relay is not None and response.is_success and _is_event_stream(response):
+                        return await self._read_stream(response, relay)
                     raw, cut = await read_capped(response, self.settings.max_response_bytes)
                 finally:
                     await response.aclose()
@@ -185,7 +212,8 @@ class ModelClient:
             reason = f"no connection within {self.settings.connect_timeout:g}s"
             return self._unreachable(reason, exc)
         except (httpx.TimeoutException, TimeoutError) as exc:
-            if budget is not None and left < limit:  # cut short by the turn's budget: nothing is left to retry in
+            cut_short = relay is None or scope.expired()  # a stream's per-read timeout is worth a retry
+            if budget is not None and left < limit and cut_short:  # the turn's budget ran out: no retry fits
                 spent = budget
                 return Failure(False, "timeout", lambda n: self._budget_spent(spent, n), cause=exc)
             return Failure(
@@ -211,6 +239,19 @@ class ModelClient:
             cause=exc,
         )
 
+    async def _read_stream(self, response: httpx.Response, relay: Relay) -> ChatResult | Failure:
+        try:
+            streamed = await read_stream(response.aiter_bytes(), self.settings.max_response_bytes, relay.text)
+        except StreamError as exc:  # a provider's failure reported inside the 2xx stream, as in a 2xx body
+            return self._error_in_body(response.headers, exc.payload)
+        except EventTooLarge:
+            return self._too_large()
+        except BrokenStream as exc:
+            problem = f"its stream broke off: {exc}"
+            return Failure(True, "stream broke", lambda n: ModelUnavailableError(self._endpoint, n, reason=problem),
+                           cause=exc)
+        return self._completion(streamed.completion, streamed.cut)
+
     async def _interpret_success(self, headers: httpx.Headers, raw: bytearray, cut: bool) -> ChatResult | Failure:
         try:
             # A large body is parsed in steps, so other chats' turns go on meanwhile (core/_body.py).
@@ -226,9 +267,15 @@ class ModelClient:
             return Failure(False, "not JSON", lambda n: ModelResponseError(self._endpoint, problem, hint=hint))
         if payload.get("error") and not payload.get("choices"):
             # Some gateways (OpenRouter, LiteLLM) report upstream failures inside a 200.
-            code = error_field(payload, "code")
-            status = code if isinstance(code, int) and 400 <= code <= 599 else 502
-            return self._status_failure(status, headers, payload)
+            return self._error_in_body(headers, payload)
+        return self._completion(payload, cut)
+
+    def _error_in_body(self, headers: httpx.Headers, payload: dict[str, Any]) -> Failure:
+        code = error_field(payload, "code")
+        status = code if isinstance(code, int) and 400 <= code <= 599 else 502
+        return self._status_failure(status, headers, payload)
+
+    def _completion(self, payload: dict[str, Any], cut: bool) -> ChatResult | Failure:
         try:
             result = parse_completion(payload)
         except BadCompletion as exc:
@@ -275,6 +322,11 @@ def describe_size(size: int) -> str:
     if size >= 2**20:
         return f"{size / 2**20:.3g} MB"
     return f"{size / 2**10:.3g} KB"
+
+
+def _is_event_stream(response: httpx.Response) -> bool:
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.lower().startswith("text/event-stream")
 
 
 def _json_or_none(content: bytearray) -> Any:

@@ -63,6 +63,9 @@ class ModelConfig(EnvSection):
     # how long a provider with prompt caching (Claude) keeps the cached prefix; 1h costs more to
     # write, 5m is the provider's default and sends no ttl at all
     cache_ttl: Literal["5m", "1h"] = "5m"
+    # ask the model for a stream, so that the answer appears as it is written (off: one request,
+    # one answer, for servers whose streams are broken)
+    stream: bool = True
 
 
 class SessionResetConfig(_Section):

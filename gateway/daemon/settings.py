@@ -46,6 +46,7 @@ def model_settings(config: LoadedConfig) -> ModelSettings:
         turn_timeout=m.turn_timeout,
         max_response_bytes=m.max_response_bytes,
         cache_ttl=m.cache_ttl,
+        stream=m.stream,
     )
 
 

@@ -1,5 +1,6 @@
 """Real-network stand-ins for outside services (model providers, ...), for tests."""
 
+from ._openai_stream import StreamRecord
 from .openai_server import FakeOpenAI, RecordedRequest, Responder, echo_last_user_message
 
-__all__ = ["FakeOpenAI", "RecordedRequest", "Responder", "echo_last_user_message"]
+__all__ = ["FakeOpenAI", "RecordedRequest", "Responder", "StreamRecord", "echo_last_user_message"]

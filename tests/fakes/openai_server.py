@@ -1,10 +1,28 @@
 """A scripted OpenAI-compatible server on 127.0.0.1, speaking real HTTP and real JSON.
 
 Tests queue what the next requests get (``reply``, ``reply_tool_calls``,
-``fail``, ``respond``, ``delay``, ``hang``); once the script runs out, the
-``responder`` answers (by default it echoes the last user message as
-``"echo: <text>"``). ``hold_when`` holds back the requests that match, whenever
-they come, until the test lets them go. Every request is recorded in ``requests``.
+``fail``, ``respond``, ``delay``, ``hang``, ``break_stream``); once the script
+runs out, the ``responder`` answers (by default it echoes the last user message
+as ``"echo: <text>"``). ``hold_when`` holds back the requests that match,
+whenever they come, until the test lets them go. Every request is recorded in
+``requests``.
+
+A request with ``"stream": true`` is answered as OpenAI streams
+(``_openai_stream.py``): SSE ``chat.completion.chunk`` events, a token (a word)
+a chunk, tool calls in pieces, the usage chunk when ``stream_options.include_usage``
+asks for it, then ``data: [DONE]``. The knobs, attributes that may be set at any
+time (or given to the constructor):
+
+- ``first_token_delay`` (s, default 0): the headers go out at once, the first chunk after this;
+- ``tokens_per_second`` (default None: as fast as the socket takes them): the pace after it;
+- ``ignore_stream`` (default False): answer ``stream: true`` with plain JSON, as servers
+  that cannot stream do.
+
+``break_stream(text, after=n, mode=...)`` makes the next streamed answer stop after
+``n`` tokens: ``"drop"`` the connection, send a ``"malformed"`` chunk, end the body
+(``"eof"``) without a finish or ``[DONE]``, or send an ``"error"`` chunk. Each streamed
+answer is recorded in ``streams`` (a ``StreamRecord``: chunks sent, how it ended, an
+``ended`` event), so a test can see that a client closed a stream it no longer reads.
 """
 
 from __future__ import annotations
@@ -20,6 +38,8 @@ from typing import Any, Self
 
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
+
+from ._openai_stream import BreakMode, StreamBreak, StreamRecord, write_stream
 
 Responder = Callable[[dict[str, Any]], str]
 
@@ -49,6 +69,7 @@ class _Reply:
     finish_reason: str = "stop"
     usage: dict[str, Any] | None = None
     extra_message: dict[str, Any] = field(default_factory=dict)
+    brk: StreamBreak | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +110,14 @@ class FakeOpenAI:
         responder: Responder = echo_last_user_message,
         model: str = "fake-model",
         api_key: str | None = None,
+        first_token_delay: float = 0.0,
+        tokens_per_second: float | None = None,
+        ignore_stream: bool = False,
     ) -> None:
+        self.first_token_delay = first_token_delay
+        self.tokens_per_second = tokens_per_second
+        self.ignore_stream = ignore_stream
+        self.streams: list[StreamRecord] = []
         self.responder = responder
         self.model = model
         self.api_key = api_key  # when set, requests without "Bearer <api_key>" get a 401
@@ -177,6 +205,13 @@ class FakeOpenAI:
                 }
             )
         self._script.append(_Reply(content, tool_calls, "tool_calls", usage))
+        return self
+
+    def break_stream(self, text: str, *, after: int, mode: BreakMode = "drop",
+                     error: dict[str, Any] | None = None) -> Self:
+        """The next request, if streamed, gets ``after`` tokens of ``text`` and then breaks off by
+        ``mode``; ``error`` is the error object of mode ``"error"``. Unstreamed, it gets ``text``."""
+        self._script.append(_Reply(text, brk=StreamBreak(mode, after, error)))
         return self
 
     def fail(self, status: int, body: Any = None, headers: Mapping[str, str] | None = None) -> Self:
@@ -271,9 +306,19 @@ class FakeOpenAI:
             headers = CIMultiDict(step.headers)
             headers.setdefault("Content-Type", step.content_type)
             return web.Response(status=step.status, body=step.body, headers=headers)
-        if body.get("stream"):
-            return await self._stream(request, body, step)
+        if body.get("stream") and not self.ignore_stream:
+            record = StreamRecord()
+            self.streams.append(record)
+            return await write_stream(
+                request, self._completion(body, step),
+                include_usage=bool((body.get("stream_options") or {}).get("include_usage")),
+                first_token_delay=self.first_token_delay, tokens_per_second=self.tokens_per_second,
+                brk=step.brk, record=record, pause=self._pause)
         return web.json_response(self._completion(body, step))
+
+    async def _pause(self, seconds: float) -> None:
+        with contextlib.suppress(TimeoutError):  # stop() cuts pauses short
+            await asyncio.wait_for(self._release.wait(), seconds)
 
     def _next_step(self) -> _Step | None:
         return self._script.popleft() if self._script else None
@@ -290,33 +335,6 @@ class FakeOpenAI:
             "choices": [{"index": 0, "message": message, "finish_reason": reply.finish_reason}],
             "usage": self._usage(body, reply),
         }
-
-    async def _stream(self, request: web.Request, body: dict[str, Any], reply: _Reply) -> web.StreamResponse:
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await response.prepare(request)
-        base = {
-            "id": self._completion_id(),
-            "object": "chat.completion.chunk",
-            "created": int(time.time()),
-            "model": body.get("model") or self.model,
-        }
-
-        async def send(delta: dict[str, Any], finish_reason: str | None = None) -> None:
-            chunk = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
-            await response.write(f"data: {json.dumps(chunk)}\n\n".encode())
-
-        await send({"role": "assistant", "content": ""})
-        for piece in _pieces(reply.content or ""):
-            await send({"content": piece})
-        for index, call in enumerate(reply.tool_calls or []):
-            await send({"tool_calls": [{"index": index, **call}]})
-        await send({}, reply.finish_reason)
-        if (body.get("stream_options") or {}).get("include_usage"):
-            usage_chunk: dict[str, Any] = {**base, "choices": [], "usage": self._usage(body, reply)}
-            await response.write(f"data: {json.dumps(usage_chunk)}\n\n".encode())
-        await response.write(b"data: [DONE]\n\n")
-        await response.write_eof()
-        return response
 
     def _usage(self, body: dict[str, Any], reply: _Reply) -> dict[str, Any]:
         if reply.usage is not None:
@@ -339,8 +357,3 @@ def _text_of(content: Any) -> str:
         return " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return ""
 
-
-def _pieces(text: str) -> list[str]:
-    """``text`` cut after each space, so a stream has several content chunks."""
-    words = text.split(" ")
-    return [w + " " for w in words[:-1]] + ([words[-1]] if words[-1] else [])
