@@ -119,7 +119,7 @@ async def test_stop_mid_stream_leaves_the_partial_text_visible_and_stored_marked
         partial = next(content for content, reason in stored if reason == "stopped")
         assert partial.startswith("slow0 slow1") and not partial.endswith("slow399")
         shown = next(m["text"] for m in fake.history(group) if str(m.get("text", "")).endswith("⚡ Stopped."))
-        assert shown == f"{partial}\n\n⚡ Stopped."
+        assert shown == f"{partial.rstrip()}\n\n⚡ Stopped."
 
 
 async def test_a_model_server_that_ignores_stream_still_answers_whole(
