@@ -1,0 +1,142 @@
+"""kill -9 in the middle of a streamed answer, then a restart: the partial message is repaired once.
+
+The daemon is a real process (``hermes-gateway run``) against FakeTelegram and the fake model in
+this process. Two cuts: before the answer was stored (the fragment is marked as cut off) and
+after it was stored but before its last edit (the fragment becomes the answer, marked ↻).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from gateway.routing.delivery import INTERRUPTED_NOTE, RECOVERED_PREFIX
+from tests.emulators.fake_telegram import FakeTelegram
+from tests.fakes.openai_server import FakeOpenAI
+from tests.gateway.conftest import free_port, write_config
+
+from ..conftest import daemon_config, telegram_config
+
+ROOT = Path(__file__).resolve().parents[3]
+WAIT = 30.0
+STREAMING = {"min_chars": 10, "first_delay": 0.2, "edit_interval": 0.25}
+
+
+def rows(db: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def ledger(db: Path) -> list[tuple[str, list[str]]]:
+    return [(status, json.loads(ids or "[]"))
+            for status, ids in rows(db, "SELECT status, message_ids FROM gateway_outbound ORDER BY id")]
+
+
+@asynccontextmanager
+async def daemon(home: Path, fake: FakeTelegram, model: FakeOpenAI) -> AsyncIterator[subprocess.Popen[bytes]]:
+    cfg = daemon_config(model.base_url, free_port(), "telegram",
+                        telegram_config(fake, require_mention=False),
+                        {"agent": {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0},
+                         "streaming": STREAMING, "storage": {"synchronous": "FULL"}})
+    write_config(home, cfg, {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"])})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "API_SERVER", "TELEGRAM_"))}
+    env.update(HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
+    log = open(home / "daemon.log", "wb")  # closed below, after the process
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            await asyncio.to_thread(proc.wait, 30)
+        log.close()
+
+
+async def until(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes] | None = None) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT
+    while not check():
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the daemon exited ({proc.returncode}) while waiting for {what}")
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def bot_texts(fake: FakeTelegram, chat: Any) -> list[str]:
+    return [m.get("text", "") for m in fake.history(chat) if m.get("from", {}).get("id") == fake.bot_id]
+
+
+def edits(fake: FakeTelegram) -> int:
+    return sum(1 for s in fake.sent if s["method"] == "editMessageText")
+
+
+async def test_a_stream_cut_before_its_answer_was_stored_is_marked_once_after_the_restart(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake, home = fake_telegram, tmp_path / "h"
+    group = fake.group()
+    fake_openai.tokens_per_second = 20
+    fake_openai.reply(" ".join(f"slow{i}" for i in range(400)))
+    async with daemon(home, fake, fake_openai) as proc:
+        await until(lambda: fake.connected(), "the daemon to poll", proc)
+        await fake.user_says("a very long story", chat=group)
+        await until(lambda: edits(fake) >= 2, "the answer streaming", proc)
+        await until(lambda: any(s == "streaming" and ids for s, ids in ledger(home / "state.db")),
+                    "the stream's ledger row", proc)
+        proc.kill()
+        assert await asyncio.to_thread(proc.wait, 30) == -9
+    fragment = bot_texts(fake, group)
+    assert len(fragment) == 1 and fragment[0].startswith("slow0")
+    async with daemon(home, fake, fake_openai) as proc:
+        await until(lambda: bot_texts(fake, group) == [INTERRUPTED_NOTE], "the fragment to be marked", proc)
+        await until(lambda: ledger(home / "state.db")[0][0] == "expired", "the row to be closed", proc)
+    async with daemon(home, fake, fake_openai) as proc:  # once: a second restart changes nothing
+        await until(lambda: fake.connected(), "the daemon to poll again", proc)
+        await asyncio.sleep(0.5)
+    assert bot_texts(fake, group) == [INTERRUPTED_NOTE]
+    assert not rows(home / "state.db", "SELECT 1 FROM messages WHERE role = 'assistant'")
+
+
+async def test_a_stream_cut_after_its_answer_was_stored_becomes_that_answer_once_after_the_restart(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake, home = fake_telegram, tmp_path / "h"
+    group = fake.group()
+    answer = " ".join(f"word{i}" for i in range(80)) + " done."
+    fake_openai.tokens_per_second = 40
+    fake_openai.reply(answer)
+    async with daemon(home, fake, fake_openai) as proc:
+        await until(lambda: fake.connected(), "the daemon to poll", proc)
+        await fake.user_says("a story", chat=group)
+        await until(lambda: edits(fake) >= 1, "the answer streaming", proc)
+        # Telegram says "wait 60 s" to the next edit: the answer is stored while its message still
+        # shows a fragment, and the daemon waits to finish it.
+        fake.rate_limit_chat(group, retry_after=60, times=1, methods=("editMessageText",))
+        await until(lambda: rows(home / "state.db", "SELECT 1 FROM messages WHERE role = 'assistant'") != [],
+                    "the answer to be stored", proc)
+        await until(lambda: [s for s, _ in ledger(home / "state.db")] == ["pending"], "the reply's ledger row", proc)
+        proc.kill()
+        assert await asyncio.to_thread(proc.wait, 30) == -9
+    fragment = bot_texts(fake, group)
+    assert len(fragment) == 1 and fragment[0] != answer
+    async with daemon(home, fake, fake_openai) as proc:
+        await until(lambda: bot_texts(fake, group) == [RECOVERED_PREFIX + answer], "the answer, recovered", proc)
+        await until(lambda: ledger(home / "state.db")[0][0] == "recovered", "the row to be closed", proc)
+    async with daemon(home, fake, fake_openai) as proc:
+        await until(lambda: fake.connected(), "the daemon to poll again", proc)
+        await asyncio.sleep(0.5)
+    assert bot_texts(fake, group) == [RECOVERED_PREFIX + answer]
+    assert rows(home / "state.db", "SELECT content FROM messages WHERE role = 'assistant'") == [(answer,)]
