@@ -1,6 +1,7 @@
 """The HTTP API's real SSE: ``ApiServerAdapter.open_stream`` on the daemon's own HTTP server, read
-by a real client byte by byte. Until the gateway's stream driver lands, ``Turns`` below stands in
-for it: it takes each request in place of the router and drives the stream as the driver will."""
+by a real client byte by byte. Through the real router and a slowly writing model first; then the
+stream on its own, where ``Turns`` below takes each request in place of the router and drives the
+stream the way the gateway's driver does, so each case can be provoked exactly."""
 
 from __future__ import annotations
 
@@ -283,6 +284,45 @@ async def test_a_request_left_mid_turn_has_its_answer_stored(tmp_path: Path, fak
                 await asyncio.sleep(0.02)
     assert rows(run.db_path, "SELECT role, content FROM messages ORDER BY id") == [
         ("user", "a question left behind"), ("assistant", "echo: a question left behind")]
+
+
+async def test_a_slow_answer_arrives_as_chunks_and_the_client_assembles_the_stored_text(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    answer_text = " ".join(f"word{i}" for i in range(40)) + " done."
+    fake_openai.tokens_per_second = 40
+    fake_openai.reply(answer_text, usage={"prompt_tokens": 7, "completion_tokens": 41, "total_tokens": 48})
+    async with run_gateway(tmp_path / "hermes", fake_openai.base_url) as run:
+        client = SseClient(run.http, "a long one", stream_options={"include_usage": True})
+        events = await client.done()
+    parts = [c for c in chunks(events) if c["choices"] and c["choices"][0]["delta"].get("content")]
+    assert len(parts) >= 3
+    assert assembled(events) == answer_text
+    assert [c["choices"][0]["finish_reason"] for c in chunks(events) if c["choices"]][-1] == "stop"
+    usage = [c["usage"] for c in chunks(events) if not c["choices"]]
+    assert usage and usage[-1]["completion_tokens"] == 41
+    assert events[-1] == DONE
+    assert rows(run.db_path, "SELECT content FROM messages WHERE role = 'assistant'") == [(answer_text,)]
+
+
+async def test_a_client_gone_mid_stream_leaves_the_answer_stored_whole(tmp_path: Path,
+                                                                      fake_openai: FakeOpenAI) -> None:
+    answer_text = " ".join(f"word{i}" for i in range(60)) + " done."
+    fake_openai.tokens_per_second = 40
+    fake_openai.reply(answer_text)
+    async with run_gateway(tmp_path / "hermes", fake_openai.base_url) as run:
+        async with httpx.AsyncClient(base_url=str(run.http.base_url), timeout=WAIT) as own:
+            client = SseClient(own, "leaving early")
+            await client.next()
+            await client.next()
+            client.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await client.task
+        async with asyncio.timeout(WAIT):
+            while not rows(run.db_path, "SELECT 1 FROM messages WHERE role = 'assistant'"):
+                await asyncio.sleep(0.02)
+        assert rows(run.db_path, "SELECT content, finish_reason FROM messages WHERE role = 'assistant'") == [
+            (answer_text, "stop")]
 
 
 # ------------------------------------------------------------------ the adapter on its own server

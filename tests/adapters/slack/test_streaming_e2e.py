@@ -1,0 +1,68 @@
+"""A streamed answer through the whole daemon on Slack: with Slack's streaming methods in a channel's
+thread, by post-and-edit in a DM, each ending with exactly the stored text."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from pathlib import Path
+
+from tests.emulators.fake_slack import FakeSlack
+from tests.fakes.openai_server import FakeOpenAI
+
+from .test_adapter import run_slack_gateway
+
+WAIT = 30.0
+CHANNEL = "C0CHAN001"
+DM = "D0DM0001"
+STREAMING = {"streaming": {"min_chars": 10, "first_delay": 0.2, "edit_interval": 0.3}}
+ANSWER = " ".join(f"word{i}" for i in range(60)) + " done."
+
+
+def assistant_rows(db: Path) -> list[tuple[str, str | None]]:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute("SELECT content, finish_reason FROM messages WHERE role = 'assistant' "
+                            "ORDER BY id").fetchall()
+    finally:
+        conn.close()
+
+
+def bot_messages(fake: FakeSlack, channel: str) -> list[tuple[str, str]]:
+    """(ts, text) of what the bot shows in ``channel`` now."""
+    return [(ts, m["text"]) for (c, ts), m in fake.messages.items() if c == channel and m.get("bot_id")]
+
+
+async def answered(fake: FakeSlack, channel: str) -> None:
+    await fake.wait_for(lambda: [t for _, t in bot_messages(fake, channel)] == [ANSWER], WAIT,
+                        what="the whole answer, alone")
+
+
+async def test_a_channel_thread_streams_with_slacks_methods(tmp_path: Path, fake_openai: FakeOpenAI,
+                                                            fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    fake_openai.tokens_per_second = 30
+    fake_openai.reply(ANSWER)
+    async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url, config=STREAMING) as gw:
+        await fake.user_says("tell the channel a story", chat=CHANNEL, mention=True)
+        await answered(fake, CHANNEL)
+        [(ts, _)] = bot_messages(fake, CHANNEL)
+        shown = fake.versions(CHANNEL, ts)
+        assert len(shown) >= 3 and shown[-1] == ANSWER
+        assert all(b.startswith(a) for a, b in itertools.pairwise(shown))
+        assert fake.calls_to("chat.startStream") and fake.calls_to("chat.stopStream")
+        assert assistant_rows(gw.home / "state.db") == [(ANSWER, "stop")]
+
+
+async def test_a_dm_is_posted_then_edited(tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    fake_openai.tokens_per_second = 30
+    fake_openai.reply(ANSWER)
+    async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url, config=STREAMING) as gw:
+        await fake.user_says("tell me a story", chat=DM)
+        await answered(fake, DM)
+        [(ts, _)] = bot_messages(fake, DM)
+        shown = fake.versions(DM, ts)
+        assert len(shown) >= 3 and shown[-1] == ANSWER
+        assert fake.calls_to("chat.update")
+        assert assistant_rows(gw.home / "state.db") == [(ANSWER, "stop")]
