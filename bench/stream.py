@@ -237,6 +237,119 @@ async def api_leg(home: Path, model: Model, *, streaming: bool) -> Leg:
     return leg
 
 
+# ------------------------------------------------------------------ the chat platforms
+
+
+@dataclass(frozen=True)
+class ChatPlatform:
+    """How the benchmark drives one platform's emulator (the ``Emulator`` of its own bench module)."""
+
+    name: str
+    env_prefixes: tuple[str, ...]
+    emulator: Callable[[], Any]
+    section: Callable[[Any], dict[str, Any]]
+    secrets: Callable[[Any], dict[str, str]]
+    #: (emulator, user) -> the user's chat, as the platform's calls name it
+    chat_of: Callable[[Any, dict[str, Any]], Any]
+    send: Callable[[Any, dict[str, Any], str], Awaitable[Any]]
+    #: calls that show or change text in a chat: method -> the parameter naming the chat
+    shows: dict[str, str]
+    #: the text a call shows (or appends)
+    text_of: Callable[[dict[str, Any]], str]
+    connected: Callable[[Any], Awaitable[Any]] | None = None
+
+
+async def chat_leg(platform: ChatPlatform, home: Path, model: Model, *, streaming: bool) -> Leg:
+    emu = platform.emulator()
+    await emu.start()
+    leg = Leg()
+    try:
+        gw = await start_gateway(home, model, platform.name, platform.section(emu), platform.secrets(emu),
+                                 platform.env_prefixes, streaming=streaming)
+        try:
+            if platform.connected is not None:
+                await platform.connected(emu)
+            cpu0 = sample_proc(gw.proc.pid).cpu_s
+
+            def calls_in(chat: Any, since: float) -> list[Any]:
+                return [c for c in emu.fake.calls if c.method in platform.shows and c.time >= since
+                        and str(c.params.get(platform.shows[c.method])) == str(chat) and c.status is not None
+                        and 200 <= c.status < 300]
+
+            async def one(i: int) -> None:
+                user = emu.users[i]
+                chat = platform.chat_of(emu, user)
+                token = f"S{i:02d}"
+                started = time.monotonic()
+                await platform.send(emu, user, f"{token} please write")
+                deadline = started + ANSWER_S + 60
+                while not any("END" in platform.text_of(c.params) for c in calls_in(chat, started)):
+                    if time.monotonic() > deadline:
+                        leg.errors.append(f"{platform.name} chat {i}: no whole answer within {ANSWER_S + 60:.0f} s")
+                        return
+                    await asyncio.sleep(0.02)
+                calls = calls_in(chat, started)
+                shown = [c for c in calls if platform.text_of(c.params).strip()]
+                leg.first_visible_ms.append((shown[0].time - started - FIRST_TOKEN_S) * 1000)
+                leg.calls.append(len(calls))
+                leg.answer_s.append(calls[-1].time - started)
+
+            await asyncio.gather(*(one(i) for i in range(CHATS)))
+            leg.cpu_ms_per_answer = (sample_proc(gw.proc.pid).cpu_s - cpu0) * 1000 / CHATS
+        finally:
+            rc = gw.close()
+            if rc != 0:
+                leg.errors.append(f"gateway exit code {rc}")
+    finally:
+        await emu.stop()
+    return leg
+
+
+def _telegram() -> ChatPlatform:
+    from bench import telegram
+
+    return ChatPlatform(
+        name="telegram", env_prefixes=("TELEGRAM_",), emulator=telegram.Emulator,
+        section=lambda e: {"base_url": e.fake.base_url, "base_file_url": e.fake.base_file_url},
+        secrets=lambda e: {"TELEGRAM_BOT_TOKEN": e.fake.token},
+        chat_of=lambda e, user: user["id"],
+        send=lambda e, user, text: e.fake.user_says(text, user=user),
+        shows={"sendMessage": "chat_id", "editMessageText": "chat_id", "sendMessageDraft": "chat_id"},
+        text_of=lambda p: str(p.get("text") or ""),
+    )
+
+
+def _discord() -> ChatPlatform:
+    from bench import discord
+
+    return ChatPlatform(
+        name="discord", env_prefixes=("DISCORD_",), emulator=discord.Emulator,
+        section=lambda e: {"base_url": e.fake.base_url, "gateway_url": e.fake.gateway_url},
+        secrets=lambda e: {"DISCORD_BOT_TOKEN": e.fake.token},
+        chat_of=lambda e, user: e.fake.dm_channel(user)["id"],
+        send=lambda e, user, text: e.fake.user_says(text, user=user),
+        shows={"create_message": "cid", "edit_message": "cid"},
+        text_of=lambda p: str(p.get("content") or ""),
+    )
+
+
+def _slack() -> ChatPlatform:
+    from bench import slack
+    from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN
+
+    return ChatPlatform(
+        name="slack", env_prefixes=("SLACK_",), emulator=slack.Emulator,
+        section=lambda e: {"api_base_url": e.fake.api_base_url},
+        secrets=lambda e: {"SLACK_BOT_TOKEN": BOT_TOKEN, "SLACK_APP_TOKEN": APP_TOKEN},
+        chat_of=lambda e, user: user["chat"],
+        send=lambda e, user, text: e.fake.user_says(text, chat=user["chat"], user=user["id"]),
+        shows={m: "channel" for m in ("chat.postMessage", "chat.update", "chat.startStream", "chat.appendStream",
+                                      "chat.stopStream")},
+        text_of=lambda p: str(p.get("text") or p.get("markdown_text") or ""),
+        connected=lambda e: e.connected(2),
+    )
+
+
 # ------------------------------------------------------------------ report
 
 
@@ -291,9 +404,17 @@ async def run_all(tmp: Path, surfaces: dict[str, tuple[SurfaceLeg, SurfaceLeg, b
 
 
 def surfaces() -> dict[str, tuple[SurfaceLeg, SurfaceLeg, bool]]:
-    return {
+    legs: dict[str, tuple[SurfaceLeg, SurfaceLeg, bool]] = {
         "api": (lambda h, m: api_leg(h, m, streaming=True), lambda h, m: api_leg(h, m, streaming=False), False),
     }
+    for make in (_telegram, _discord, _slack):
+        platform = make()
+        legs[platform.name] = (
+            lambda h, m, p=platform: chat_leg(p, h, m, streaming=True),
+            lambda h, m, p=platform: chat_leg(p, h, m, streaming=False),
+            True,
+        )
+    return legs
 
 
 def main() -> int:

@@ -209,8 +209,10 @@ class StreamDriver:
         stream's ``finish`` raises."""
         await self.close()
         if self._stream.throttled:
-            # The final edit counts against the chat's pace like any other.
-            wait = self._pacer.next_at(self._chat) - time.monotonic()
+            # The final edit counts against the chat's pace like any other, but waits no longer than
+            # one interval for it: a longer 429 hold is the platform's to honour (or to refuse) in
+            # ``finish``, by its own rules for a reply.
+            wait = min(self._pacer.next_at(self._chat) - time.monotonic(), self._settings.edit_interval)
             if wait > 0:
                 await asyncio.sleep(wait)
             self._pacer.note(self._chat, time.monotonic())

@@ -280,7 +280,8 @@ async def test_long_reply_split_with_429_on_the_second_chunk(
     long = ("Intro paragraph. " * 40 + "\n\n" + code + "\n" + "Closing words. " * 60).strip()
     assert len(long) > 4500
     fake_openai.reply(long)
-    async with run_discord_gateway(tmp_path / "h", fake, fake_openai.base_url):
+    # The answer whole (a streamed one is in test_stream.py and test_streaming_e2e.py).
+    async with run_discord_gateway(tmp_path / "h", fake, fake_openai.base_url, discord={"streaming": False}):
         # The first chunk goes through, the second meets a 429 once and is sent again after retry_after.
         fake.rate_limit_next("create_message", retry_after=0.05, skip=1)
         asked = await fake.user_says("write it all")

@@ -551,7 +551,8 @@ async def test_long_reply_is_split_losslessly_in_thread(
     fake = fake_slack
     words = " ".join(f"w{i}&x" for i in range(2500))
     fake_openai.reply(words)
-    async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url) as gw:
+    # The answer whole (streamed, it is in test_streaming_e2e.py).
+    async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url, slack={"streaming": False}) as gw:
         body = await fake.user_says("long please", chat="C0CHAN001", mention=True)
         ts = ts_of(body)
         chunks = gw.adapter.split(words)

@@ -7,6 +7,7 @@ import itertools
 import sqlite3
 from pathlib import Path
 
+from adapters._split import join_chunks
 from tests.emulators.fake_slack import FakeSlack
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -66,3 +67,24 @@ async def test_a_dm_is_posted_then_edited(tmp_path: Path, fake_openai: FakeOpenA
         assert len(shown) >= 3 and shown[-1] == ANSWER
         assert fake.calls_to("chat.update")
         assert assistant_rows(gw.home / "state.db") == [(ANSWER, "stop")]
+
+
+async def test_a_long_streamed_answer_continues_in_new_messages_and_loses_nothing(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack
+) -> None:
+    fake = fake_slack
+    words = " ".join(f"w{i}&x" for i in range(2500))
+    fake_openai.tokens_per_second = 2000
+    fake_openai.reply(words)
+    async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url, config=STREAMING) as gw:
+        await fake.user_says("long please", chat=CHANNEL, mention=True)
+        await fake.wait_for(lambda: assistant_rows(gw.home / "state.db") != [], WAIT, what="the answer stored")
+        chunks = gw.adapter.split(words)
+
+        def whole() -> bool:
+            shown = [t.replace("&amp;", "&") for _, t in sorted(bot_messages(fake, CHANNEL))]
+            return join_chunks(shown) == words
+
+        await fake.wait_for(whole, WAIT, what="every part of the answer shown")
+        assert len(bot_messages(fake, CHANNEL)) == len(chunks)
+        assert not any(m.get("streaming") for m in fake.messages.values())

@@ -224,7 +224,11 @@ async def test_chat_over_the_socket(gateway_home: Path, fake_openai: FakeOpenAI)
                 if event["event"] != "typing":
                     events.append(event)
             mid = sent["message_id"]
-            assert events == [
+            # The answer streams as it is written (deltas), then comes whole, then "done".
+            deltas = [e for e in events if e["event"] == "delta"]
+            assert "".join(e["text"] for e in deltas) == "echo: hello daemon"
+            assert all(e["reply_to"] == mid for e in deltas)
+            assert events[len(deltas):] == [
                 {"event": "reply", "text": "echo: hello daemon", "reply_to": mid},
                 {"event": "done", "reply_to": mid},
             ]
