@@ -40,7 +40,7 @@ from bench.gateway import ROOT, close_child, free_port, http_get, pct, sample_pr
 FIRST_TOKEN_S = 0.2
 TOKENS = 400
 TOKENS_PER_S = 50.0
-CHATS = 6
+CHATS = 12
 EDIT_INTERVAL = 1.0
 FIRST_DELAY = 1.0
 ANSWER_S = FIRST_TOKEN_S + TOKENS / TOKENS_PER_S
@@ -346,7 +346,7 @@ def _slack() -> ChatPlatform:
         shows={m: "channel" for m in ("chat.postMessage", "chat.update", "chat.startStream", "chat.appendStream",
                                       "chat.stopStream")},
         text_of=lambda p: str(p.get("text") or p.get("markdown_text") or ""),
-        connected=lambda e: e.connected(2),
+        connected=lambda e: e.connected(1),
     )
 
 

@@ -72,7 +72,10 @@ class StreamDriver:
 
     def __init__(self, stream: ReplyStream, *, chat: tuple[str, str], settings: StreamingConfig, pacer: ChatPacer,
                  tool_progress: bool, clean: Callable[[str], str],
-                 on_ids: Callable[[tuple[str, ...]], None] | None = None) -> None:
+                 on_ids: Callable[[tuple[str, ...]], None] | None = None,
+                 on_shown: Callable[[], object] | None = None) -> None:
+        """``on_ids``: the stream's message ids changed (the ledger keeps them); ``on_shown``: the
+        first text is visible (the typing indicator can stop)."""
         self._stream = stream
         self._chat = chat
         self._settings = settings
@@ -80,14 +83,19 @@ class StreamDriver:
         self._tool_progress = tool_progress
         self._clean = clean
         self._on_ids = on_ids
+        self._on_shown = on_shown
         self._text = ""
         self._progress: list[str] = []
         self._first_at: float | None = None
         self._shown = ""
+        #: the raw text and progress count that ``_shown`` was made from
+        self._raw_shown: tuple[str, int] = ("", 0)
         self._ids: tuple[str, ...] = ()
         self._closing = False
         self._broken = False
         self._wake = asyncio.Event()
+        #: the driver has shown everything and waits for more (so new text must wake it)
+        self._waiting_for_text = True
         self._task: asyncio.Task[None] | None = None
         #: the stream's ``update`` and ``finish`` calls that went out
         self.calls = 0
@@ -103,7 +111,8 @@ class StreamDriver:
 
     def discard(self) -> None:
         self._text = ""
-        self._wake.set()
+        if self._waiting_for_text:
+            self._wake.set()
 
     def tool(self, name: str) -> None:
         if self._tool_progress:
@@ -127,30 +136,40 @@ class StreamDriver:
             self._first_at = time.monotonic()
         if self._task is None and not self._closing:
             self._task = asyncio.create_task(self._run(), name=f"stream:{self._chat[0]}:{self._chat[1]}")
-        self._wake.set()
+        # Called for every token: the driver is woken only when that may change what it does next
+        # (it waits for text, or its first update may become due by min_chars), never per token
+        # while it sleeps until an update is due anyway.
+        if self._waiting_for_text or (self.first_shown_at is None and len(self._text) >= self._settings.min_chars):
+            self._wake.set()
 
     def _visible(self) -> str:
         if self._text.strip():
             return self._clean(self._text)
         return "\n".join(self._progress[-_PROGRESS_LINES:])
 
-    def _due(self, text: str, now: float) -> float:
-        """When ``text`` may go out (a throttled stream)."""
+    def _due(self) -> float:
+        """When the next update may go out (a throttled stream)."""
         due = self._pacer.next_at(self._chat)
-        if self.first_shown_at is None and len(text) < self._settings.min_chars and self._first_at is not None:
+        if self.first_shown_at is None and len(self._text) < self._settings.min_chars and self._first_at is not None:
             due = max(due, self._first_at + self._settings.first_delay)
         return due
 
     async def _run(self) -> None:
         while not self._closing:
+            self._waiting_for_text = True
+            if self._visible_changed():
+                self._wake.set()
             await self._wake.wait()
             self._wake.clear()
+            self._waiting_for_text = False
             if self._closing:
                 return
             if self._stream.throttled and not await self._paced():
                 return
+            raw = (self._text, len(self._progress))
             text = self._visible()
             if not text.strip() or text == self._shown:
+                self._raw_shown = raw
                 continue
             now = time.monotonic()
             if self._stream.throttled:
@@ -168,17 +187,24 @@ class StreamDriver:
                 self._broken = True
                 return
             self._shown = text
+            self._raw_shown = raw
             self.calls += 1
             if self.first_shown_at is None:
                 self.first_shown_at = now
+                if self._on_shown is not None:
+                    self._on_shown()
             self._note_ids()
 
+    def _visible_changed(self) -> bool:
+        """Whether there is something to show that is not shown (cheap: no redaction)."""
+        return bool(self._text.strip() or self._progress) and self._raw_shown != (self._text, len(self._progress))
+
     async def _paced(self) -> bool:
-        """Wait until the next update is due (woken meanwhile when more text may make it due
-        sooner); False when the driver is closing."""
+        """Wait until the next update is due (woken meanwhile only when min_chars may make the first
+        one due sooner, or the driver closes); False when the driver is closing."""
         while True:
             now = time.monotonic()
-            due = self._due(self._visible(), now)
+            due = self._due()
             if due <= now:
                 return not self._closing
             self._wake.clear()

@@ -188,7 +188,9 @@ class Turns:
 
             outbox = (_Outbox(key, binding.session_id, reply_to_user) if services.delivery.recoverable(msg.platform)
                       else None)
-            stream = self._open_stream(msg, outbox)
+            typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
+            # Once the answer shows, it says more than "typing…" does.
+            stream = self._open_stream(msg, outbox, on_shown=typing.cancel)
             request = TurnRequest(
                 session_id=binding.session_id,
                 session_key=key,
@@ -205,7 +207,6 @@ class Turns:
                 question_stored=resume is not None,
                 listener=stream,
             )
-            typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
             error: ReplyError | None = None
             usage: TokenUsage | None = None
             kind = SendKind.REPLY
@@ -247,7 +248,8 @@ class Turns:
                                                     ledger_id=ledger_id)
             return sent and kind is SendKind.REPLY
 
-    def _open_stream(self, msg: InboundMessage, outbox: _Outbox | None) -> StreamDriver | None:
+    def _open_stream(self, msg: InboundMessage, outbox: _Outbox | None, *,
+                     on_shown: Callable[[], object]) -> StreamDriver | None:
         """The driver that shows this turn's answer while it is written; None where the platform
         does not stream (or it is switched off there)."""
         adapter = self.services.adapters.get(msg.platform)
@@ -274,7 +276,7 @@ class Turns:
 
         return StreamDriver(stream, chat=(msg.platform, msg.chat_id), settings=settings.streaming, pacer=self._pacer,
                             tool_progress=own if isinstance(own, bool) else settings.streaming.tool_progress,
-                            clean=redact, on_ids=on_ids)
+                            clean=redact, on_ids=on_ids, on_shown=on_shown)
 
     async def _end_stopped(self, stream: StreamDriver,
                            compose: Callable[..., OutboundMessage]) -> None:
