@@ -189,6 +189,9 @@ class ReplyStream(abc.ABC):
 
     #: updates cost a platform call each and are rate limited (see above)
     throttled: bool = True
+    #: ``finish`` edits what ``update`` showed, so it keeps the chat's edit pace too; False where
+    #: it sends a new message instead (a draft's answer), which need not wait for that pace
+    finish_edits: bool = True
 
     @property
     @abc.abstractmethod

@@ -84,6 +84,9 @@ class Streams:
 class _Drafted(ReplyStream):
     """A private chat: drafts while the model writes, the answer sent as messages at the end."""
 
+    #: the answer is a new message (the draft goes with it): no edit to pace
+    finish_edits = False
+
     def __init__(self, streams: Streams, target: OutboundMessage, chat: int) -> None:
         self._streams = streams
         self._sender = streams.sender

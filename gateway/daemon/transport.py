@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
@@ -55,7 +56,7 @@ def _as_httpx_errors(request: httpx.Request) -> Iterator[None]:
         raise httpx.NetworkError(str(exc) or type(exc).__name__, request=request) from exc
 
 
-#: how long the events of a streamed body (SSE) gather before they are read together
+#: the longest the events of a streamed body (SSE) gather before they are read together (seconds)
 _COALESCE_S = 0.25
 
 
@@ -68,28 +69,31 @@ class _Body(httpx.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         coalesce = self._resp.content_type == "text/event-stream"
+        started = time.monotonic()
         with _as_httpx_errors(self._request):
             async for chunk in self._resp.content.iter_any():
                 yield chunk
                 if coalesce:
-                    await self._gather()
+                    # A quarter of the time streamed so far, at most _COALESCE_S: what is held
+                    # back at the end costs a short answer little of its time, a long one many reads.
+                    await self._gather(min(_COALESCE_S, (time.monotonic() - started) / 4))
 
-    async def _gather(self) -> None:
-        """Let the next events of a stream gather in the socket's buffer for a moment.
+    async def _gather(self, seconds: float) -> None:
+        """Let the next events of a stream gather in the socket's buffer for ``seconds``.
 
         A model streams one event per token, each its own packet: read as they come, every
-        token wakes the event loop and costs a full read (measured: about 0.1 ms each, so
-        more than the whole rest of a turn for a 400-token answer). Paused, the kernel keeps
-        them, and one read takes them all. The first event is never held back, and the read
-        timeout does not run while paused (aiohttp stops it).
+        token wakes the event loop and costs a full read (measured: about 0.1 ms each, more
+        than the whole rest of a turn for a 400-token answer). Paused, the kernel keeps them,
+        and one read takes them all. The read timeout does not run while paused (aiohttp
+        stops it).
         """
         conn = self._resp.connection
         protocol = conn.protocol if conn is not None else None
-        if protocol is None or not protocol.is_connected() or self._resp.content.at_eof():
+        if seconds <= 0 or protocol is None or not protocol.is_connected() or self._resp.content.at_eof():
             return
         protocol.pause_reading()
         try:
-            await asyncio.sleep(_COALESCE_S)
+            await asyncio.sleep(seconds)
         finally:
             if protocol.is_connected():
                 protocol.resume_reading()

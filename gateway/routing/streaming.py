@@ -234,7 +234,7 @@ class StreamDriver:
         """End the stream with ``message``: its text is what stays visible. Raises what the
         stream's ``finish`` raises."""
         await self.close()
-        if self._stream.throttled:
+        if self._stream.throttled and self._stream.finish_edits:
             # The final edit counts against the chat's pace like any other, but waits no longer than
             # one interval for it: a longer 429 hold is the platform's to honour (or to refuse) in
             # ``finish``, by its own rules for a reply.
