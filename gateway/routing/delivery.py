@@ -127,9 +127,7 @@ class Delivery:
         except Exception as exc:
             log.warning("delivery.stream_finish_failed", platform=out.platform, error_type=type(exc).__name__,
                         error=redact(str(exc))[:200])
-            if out.kind is not SendKind.REPLY:
-                return await self.send(out)
-            return await self.send(out, ledger_id=ledger_id)
+            return await self.send(out, ledger_id=ledger_id)  # a notice goes without the ledger
         if self.metrics is not None:
             self.metrics.messages_out.labels(out.platform).inc()
         if ledger_id is not None:

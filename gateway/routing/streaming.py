@@ -92,13 +92,10 @@ class StreamDriver:
         self._raw_shown: tuple[str, int] = ("", 0)
         self._ids: tuple[str, ...] = ()
         self._closing = False
-        self._broken = False
         self._wake = asyncio.Event()
         #: the driver has shown everything and waits for more (so new text must wake it)
         self._waiting_for_text = True
         self._task: asyncio.Task[None] | None = None
-        #: the stream's ``update`` and ``finish`` calls that went out
-        self.calls = 0
         #: monotonic time of the first update that went out (None: nothing shown yet)
         self.first_shown_at: float | None = None
 
@@ -184,11 +181,9 @@ class StreamDriver:
             except Exception as exc:  # the final text still goes out, by finish or anew
                 log.warning("stream.update_failed", platform=self._chat[0], error_type=type(exc).__name__,
                             error=str(exc)[:200])
-                self._broken = True
                 return
             self._shown = text
             self._raw_shown = raw
-            self.calls += 1
             if self.first_shown_at is None:
                 self.first_shown_at = now
                 if self._on_shown is not None:
@@ -242,11 +237,4 @@ class StreamDriver:
             if wait > 0:
                 await asyncio.sleep(wait)
             self._pacer.note(self._chat, time.monotonic())
-        result = await self._stream.finish(message)
-        self.calls += 1
-        return result
-
-    @property
-    def broken(self) -> bool:
-        """An update failed (not a rate limit): the stream showed no more after it."""
-        return self._broken
+        return await self._stream.finish(message)

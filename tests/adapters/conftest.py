@@ -9,6 +9,7 @@ then waits until the Telegram adapter is connected (or has failed).
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -24,6 +25,21 @@ from tests.emulators.fake_telegram import FakeTelegram
 from tests.gateway.conftest import free_port, write_config
 
 START_TIMEOUT = 15.0
+
+
+def rows(db: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    """``sql`` on state.db, read-only (the daemon may be writing it)."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def assistant_rows(db: Path) -> list[tuple[str, str | None]]:
+    """Every stored assistant message: (content, finish_reason), in order."""
+    return [(r[0], r[1]) for r in rows(db, "SELECT content, finish_reason FROM messages WHERE role = 'assistant' "
+                                           "ORDER BY id")]
 
 
 @dataclass

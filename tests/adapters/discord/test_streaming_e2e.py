@@ -4,26 +4,18 @@ fake model writes, ending with exactly the stored text."""
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from pathlib import Path
 
 from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 
+from ..conftest import assistant_rows
 from .test_adapter import run_discord_gateway
 
 WAIT = 30.0
 STREAMING = {"streaming": {"min_chars": 10, "first_delay": 0.2, "edit_interval": 0.3}}
 ANSWER = " ".join(f"word{i}" for i in range(60)) + " done."
 
-
-def assistant_rows(db: Path) -> list[tuple[str, str | None]]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT content, finish_reason FROM messages WHERE role = 'assistant' "
-                            "ORDER BY id").fetchall()
-    finally:
-        conn.close()
 
 
 async def test_a_slow_answer_is_posted_then_edited_and_ends_as_the_stored_text(

@@ -4,13 +4,13 @@ thread, by post-and-edit in a DM, each ending with exactly the stored text."""
 from __future__ import annotations
 
 import itertools
-import sqlite3
 from pathlib import Path
 
 from adapters._split import join_chunks
 from tests.emulators.fake_slack import FakeSlack
 from tests.fakes.openai_server import FakeOpenAI
 
+from ..conftest import assistant_rows
 from .test_adapter import run_slack_gateway
 
 WAIT = 30.0
@@ -19,14 +19,6 @@ DM = "D0DM0001"
 STREAMING = {"streaming": {"min_chars": 10, "first_delay": 0.2, "edit_interval": 0.3}}
 ANSWER = " ".join(f"word{i}" for i in range(60)) + " done."
 
-
-def assistant_rows(db: Path) -> list[tuple[str, str | None]]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return conn.execute("SELECT content, finish_reason FROM messages WHERE role = 'assistant' "
-                            "ORDER BY id").fetchall()
-    finally:
-        conn.close()
 
 
 def bot_messages(fake: FakeSlack, channel: str) -> list[tuple[str, str]]:

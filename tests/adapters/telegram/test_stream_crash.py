@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -23,19 +22,11 @@ from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
 
-from ..conftest import daemon_config, telegram_config
+from ..conftest import daemon_config, rows, telegram_config
 
 ROOT = Path(__file__).resolve().parents[3]
 WAIT = 30.0
 STREAMING = {"min_chars": 10, "first_delay": 0.2, "edit_interval": 0.25}
-
-
-def rows(db: Path, sql: str, *params: object) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
 
 
 def ledger(db: Path) -> list[tuple[str, list[str]]]:
