@@ -9,12 +9,14 @@ from __future__ import annotations
 import abc
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
 from storage.errors import GatewayError
+
+from .media import Attachment
 
 
 class ChatType(StrEnum):
@@ -70,6 +72,9 @@ class InboundMessage:
     # request): a stopped turn still owes it one, and a retry of it (same
     # ``dedupe_id``) gets the first one's answer instead of nothing.
     awaits_answer: bool = False
+    #: files that came with it (``text`` is then their caption, possibly empty); nothing is
+    #: downloaded until the router let the sender in (``Adapter.fetch``)
+    attachments: tuple[Attachment, ...] = ()
     raw: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -158,6 +163,23 @@ class RateLimitedError(AdapterError):
     def __init__(self, message: str, retry_after: float) -> None:
         super().__init__(message)
         self.retry_after = max(0.0, retry_after)
+
+
+class MediaError(AdapterError):
+    """An attachment's bytes could not be had; the message says why, for a person to read."""
+
+
+class MediaTooLargeError(MediaError):
+    """An attachment is larger than the gateway takes (declared, or counted while it arrived)."""
+
+    def __init__(self, message: str, *, size: int | None, limit: int) -> None:
+        super().__init__(message)
+        self.size = size
+        self.limit = limit
+
+
+class MediaUnavailableError(MediaError):
+    """The platform would not hand an attachment over (gone, expired, refused, a dropped download)."""
 
 
 class MalformedUpdateError(AdapterError, ValueError):
@@ -312,6 +334,21 @@ class Adapter(abc.ABC):
         """After a restart: a stream over the messages a cut-off stream left, so that its
         ``finish`` edits them into the recovered text; None: the text goes out as new messages."""
         return None
+
+    async def fetch(self, attachment: Attachment, *, limit: int) -> AsyncIterator[bytes]:
+        """The bytes of ``attachment`` as they arrive, from the platform's own file endpoint.
+
+        Raises ``MediaTooLargeError`` before reading when the platform declares more than
+        ``limit`` bytes (``Attachment.size``, ``Content-Length``); the caller counts what
+        arrives and stops past ``limit`` itself. ``MediaUnavailableError`` for anything
+        else that goes wrong; its message never carries a token or a signed URL.
+        """
+        if attachment.data is not None:
+            if len(attachment.data) > limit:
+                raise MediaTooLargeError("the file is too large", size=len(attachment.data), limit=limit)
+            yield attachment.data
+            return
+        raise MediaUnavailableError(f"{self.platform} cannot download files")
 
     def split(self, text: str) -> list[str]:
         """Split a reply to the platform's limit; adapters with special units override."""

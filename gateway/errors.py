@@ -34,6 +34,9 @@ are defined here. This module exports them all::
     │   ├── FatalAdapterError           the adapter cannot run with this config (bad token, ...)
     │   ├── ChatGoneError               the terminal chat's connection closed
     │   ├── MalformedUpdateError        a platform sent something we cannot read
+    │   ├── MediaError                  an attachment's bytes could not be had
+    │   │   ├── MediaTooLargeError        larger than media.max_download_mb
+    │   │   └── MediaUnavailableError     the platform would not hand it over
     │   └── RateLimitedError            the platform asked to wait (a 429) before the next call
     ├── ConfigError                   config.yaml / .env cannot be used
     ├── UnitPathError                 a path that cannot go into a systemd unit
@@ -64,7 +67,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from adapters.base import AdapterError, FatalAdapterError, MalformedUpdateError, RateLimitedError, ReplyError
+from adapters.base import (
+    AdapterError,
+    FatalAdapterError,
+    MalformedUpdateError,
+    MediaError,
+    MediaTooLargeError,
+    MediaUnavailableError,
+    RateLimitedError,
+    ReplyError,
+)
 from adapters.cli import ChatGoneError
 from core.errors import (
     CompressionError,
@@ -324,6 +336,9 @@ __all__ = [
     "LaneFullError",
     "LanesClosedError",
     "MalformedUpdateError",
+    "MediaError",
+    "MediaTooLargeError",
+    "MediaUnavailableError",
     "MemoryLimitError",
     "MemoryStoreError",
     "ModelAuthError",
