@@ -7,7 +7,8 @@ the work is done by its parts:
 - ``_watchdog``: liveness from heartbeat ACKs, and the zombie reconnect;
 - ``_intake`` and ``_inbound``: messages in, and the read-back after a reconnect;
 - ``_outbound``: replies, typing and threads out;
-- ``_stream`` and ``_ratelimit``: an answer shown while it is written, and the rate limits it meets.
+- ``_stream`` and ``_ratelimit``: an answer shown while it is written, and the rate limits it meets;
+- ``_media``: a message's attachments, fetched from Discord's CDN only (``fetch``).
 
 **Fatal failures** (``FatalAdapterError``, never a reconnect loop): a token
 Discord refuses (401 at login, close 4004), close 4014 (the privileged Message
@@ -23,11 +24,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 import discord
 import structlog
 
 from .._health import Health
+from .._http_fetch import HttpFetcher, allowed_origins
 from ..base import (
     Adapter,
     AdapterError,
@@ -37,10 +40,12 @@ from ..base import (
     ReplyStream,
     SendResult,
 )
+from ..media import Attachment
 from ..settings import reveal
 from ._client import ClientEvents, DiscordClient, make_client
 from ._inbound import PLATFORM
 from ._intake import MessageIntake
+from ._media import CDN_HOSTS
 from ._outbound import Sender
 from ._ratelimit import RateWindows
 from ._settings import DiscordSettings
@@ -91,6 +96,7 @@ class DiscordAdapter(Adapter):
         self._intake = MessageIntake(settings, lambda: self._client, self.dispatch, self._sender.expect_thread)
         self._watchdog = HeartbeatWatchdog(settings, self.ready, self._health)
         self._windows = RateWindows()
+        self._files = HttpFetcher("Discord", allowed_origins(settings.base_url, *CDN_HOSTS))
 
     # ------------------------------------------------------------------ state
 
@@ -164,6 +170,7 @@ class DiscordAdapter(Adapter):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.close(), STOP_WAIT)
         await self._intake.stop(STOP_WAIT)
+        await self._files.close()
         if self.health != "failed":
             self._health.set("degraded", "stopped")
 
@@ -200,6 +207,16 @@ class DiscordAdapter(Adapter):
 
     def _on_message(self, message: discord.Message) -> None:
         self._intake.take(message)
+
+    # ------------------------------------------------------------------ media
+
+    async def fetch(self, attachment: Attachment, *, limit: int) -> AsyncIterator[bytes]:
+        """An attachment's bytes from Discord's CDN (its signed URL, no token): only from cdn.discordapp.com,
+        media.discordapp.net or ``base_url``'s own origin; a ``ref`` anywhere else is refused unfetched."""
+        source = super().fetch(attachment, limit=limit) if attachment.data is not None else (
+            self._files.fetch(attachment, limit=limit))
+        async for chunk in source:
+            yield chunk
 
     # ----------------------------------------------------------------- output
 

@@ -2,7 +2,9 @@
 
 Ignored, by design: messages from bots (this one included) and webhooks, and
 system messages (joins, pins, thread starters); only ``default`` and ``reply``
-messages are read.
+messages are read. A message's files (``_media``) come along as attachments;
+with them ``text`` is the caption, possibly empty, and they are addressed by
+the same rules as text.
 
 Keys the router builds from the result (never built here):
 
@@ -32,6 +34,7 @@ import discord
 
 from .._text import clean_text
 from ..base import ChatType, InboundMessage
+from ._media import attachments_of
 
 __all__ = ["PLATFORM", "ChannelRef", "Classified", "classify_channel", "thread_name", "to_inbound"]
 
@@ -170,6 +173,7 @@ def to_inbound(
         reply_to=reply_to,
         dedupe_id=f"message:{message.id}",
         addressed=addressed,
+        attachments=attachments_of(message),
         raw=message,
     )
     return Classified(inbound, new_thread)

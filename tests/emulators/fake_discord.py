@@ -30,11 +30,15 @@ Wire behaviour
   :attr:`FakeDiscord.message_content_allowed` is false closes with 4014. Without that intent, guild
   messages that do not mention the bot arrive with empty ``content``, as on Discord.
 * Events dispatched while no client is attached are kept in the session and replayed on RESUME.
+* Attachments (``_discord_cdn``): a user's message can carry files (``attachments`` with signed CDN URLs,
+  voice messages with ``IS_VOICE_MESSAGE``), served by this fake's own HTTP server; without the
+  message-content intent they are stripped like ``content``.
 
 Test API
 --------
 * Inbound: ``await user_says(text, chat=None|"dm"|channel_id, user=None, thread=None, mention=False,
-  reply_to=None, **extra)`` (returns the MESSAGE_CREATE payload), ``await dispatch(event, data)``.
+  reply_to=None, files=(), **extra)`` (returns the MESSAGE_CREATE payload; ``files``: ``DiscordFile``s),
+  ``await dispatch(event, data)``; ``cdn`` (the files: ``requests``, ``served(id)``, ``ttl``, ``forget(id)``).
 * Outbound: ``sent`` (created/edited messages: ``method, chat_id, message_id, text, reply_to, thread_id,
   params``), ``await wait_sent(...)``, ``calls``/``calls_to``/``wait_calls`` (method names such as
   ``create_message``, ``edit_message``, ``delete_message``, ``typing``, ``start_thread_from_message``).
@@ -46,7 +50,7 @@ Test API
 * State: ``connected()``, ``identifies``, ``resumes``, ``replayed`` (frames sent again on RESUME), ``sessions``,
   ``threads``, ``channel_messages(id)``.
 
-Not emulated: zlib/zstd compression, attachments, interactions and slash commands, members and presences,
+Not emulated: zlib/zstd compression, uploads by the bot, interactions and slash commands, members and presences,
 permissions, rate limits of routes other than those in ``rate_buckets`` (use
 :meth:`FakeDiscord.rate_limit_next`), the global rate limit, sharding.
 """
@@ -60,18 +64,21 @@ import itertools
 import json
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
 from ._base import FakeServer
+from ._discord_cdn import IS_VOICE_MESSAGE, MAX_ATTACHMENTS, DiscordCDN, DiscordFile
 
 __all__ = [
     "DEFAULT_DISCORD_TOKEN",
     "INTENT_MESSAGE_CONTENT",
+    "IS_VOICE_MESSAGE",
     "MAX_CONTENT",
+    "DiscordFile",
     "FakeDiscord",
 ]
 
@@ -159,6 +166,8 @@ class FakeDiscord(FakeServer):
         #: every dispatch frame sent again to a RESUMing client, in order
         self.replayed: list[dict[str, Any]] = []
         self._after_ready: list[Callable[[], Awaitable[Any]]] = []
+        #: the files users attached, served like Discord's CDN
+        self.cdn = DiscordCDN()
 
     # ------------------------------------------------------------------ ids and data
 
@@ -248,6 +257,7 @@ class FakeDiscord(FakeServer):
     def _setup_routes(self, app: web.Application) -> None:
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/gateway-resume", self._gateway)
+        self.cdn.add_routes(app)
         r = "/api/v10"
         routes = [
             ("GET", "/users/@me", "get_user", self._get_me),
@@ -420,6 +430,8 @@ class FakeDiscord(FakeServer):
     async def _delete_message(self, p: dict[str, Any]) -> tuple[int, Any]:
         msg = self._message(p["cid"], p["mid"])
         self._messages[p["cid"]].remove(msg)
+        for item in msg.get("attachments") or ():
+            self.cdn.forget(item["id"])
         if self.echo_bot_messages:
             await self.dispatch("MESSAGE_DELETE", {"id": msg["id"], "channel_id": msg["channel_id"],
                                                    **({"guild_id": msg["guild_id"]} if msg.get("guild_id") else {})})
@@ -513,11 +525,13 @@ class FakeDiscord(FakeServer):
         mention: bool = False,
         reply_to: Any = None,
         dispatch: bool = True,
+        files: Sequence[DiscordFile] = (),
         **extra: Any,
     ) -> dict[str, Any]:
         """A user posts ``text``. ``chat``: None/"dm" → the user's DM, "general" or a channel id → that
         channel; ``thread``: a thread id (posts there). ``mention``: prefix ``<@bot>``; ``reply_to``: a message
-        id in the same channel. ``extra`` is merged into the payload. ``dispatch=False``: only the channel history
+        id in the same channel. ``files``: attachments (a voice message is one ``voice`` file and no text, as
+        on Discord). ``extra`` is merged into the payload. ``dispatch=False``: only the channel history
         gets it (posted where no gateway event reaches the bot). Returns the MESSAGE_CREATE payload."""
         author = dict(user or self.user)
         if thread is not None:
@@ -534,11 +548,23 @@ class FakeDiscord(FakeServer):
             mentions.append({**self.bot, "member": self._member()})
         reference = {"message_id": str(reply_to), "channel_id": channel["id"]} if reply_to is not None else None
         msg = self.message_payload(channel, author, text, mentions=mentions, reference=reference)
+        if files:
+            self._attach(msg, files)
         msg.update(extra)
         self._store(msg)
         if dispatch:
             await self.dispatch("MESSAGE_CREATE", msg)
         return msg
+
+    def _attach(self, msg: dict[str, Any], files: Sequence[DiscordFile]) -> None:
+        if len(files) > MAX_ATTACHMENTS:
+            raise ValueError(f"a Discord message carries at most {MAX_ATTACHMENTS} attachments")
+        if any(f.voice for f in files):
+            if len(files) != 1 or msg["content"]:
+                raise ValueError("a Discord voice message is one audio file and no text")
+            msg["flags"] |= IS_VOICE_MESSAGE
+        msg["attachments"] = [self.cdn.attachment(self.endpoint(), msg["channel_id"], str(self.snowflake()), f)
+                              for f in files]
 
     # ------------------------------------------------------------------ gateway
 
@@ -554,7 +580,7 @@ class FakeDiscord(FakeServer):
         payload = data
         if event == "MESSAGE_CREATE" and not session.intents & INTENT_MESSAGE_CONTENT and data.get("guild_id"):
             if not any(str(m.get("id")) == self.bot["id"] for m in data.get("mentions") or []):
-                payload = {**data, "content": ""}
+                payload = {**data, "content": "", "attachments": [], "embeds": []}
         session.seq += 1
         frame = {"op": 0, "t": event, "s": session.seq, "d": payload}
         session.events.append((session.seq, frame))

@@ -18,7 +18,7 @@ import pytest
 import yarl
 from discord.gateway import DiscordWebSocket
 
-from tests.emulators.fake_discord import INTENT_MESSAGE_CONTENT, FakeDiscord
+from tests.emulators.fake_discord import INTENT_MESSAGE_CONTENT, IS_VOICE_MESSAGE, DiscordFile, FakeDiscord
 
 WAIT = 10.0
 
@@ -236,6 +236,59 @@ async def test_without_the_intent_guild_content_is_blank(fake_discord: FakeDisco
         await fake.user_says("in a DM")
         await until(lambda: len(bot.received) == 3, "three messages")
     assert [m.content for m in bot.received] == ["", f"<@{fake.bot['id']}> for you", "in a DM"]
+
+
+async def test_attachments_are_served_by_their_signed_urls(fake_discord: FakeDiscord, point_at: Any) -> None:
+    fake = fake_discord
+    point_at(fake)
+    data = bytes(range(256)) * 1000  # several chunks
+    bot = Bot()
+    async with running(fake, bot):
+        await until(lambda: bot.readies == 1, "on_ready")
+        msg = await fake.user_says("look", files=[DiscordFile("my report (v2).pdf", data, "application/pdf")])
+        voice = await fake.user_says("", files=[DiscordFile("voice-message.ogg", b"OggS", "audio/ogg", voice=True)])
+        await until(lambda: len(bot.received) == 2, "both messages")
+    [item] = msg["attachments"]
+    assert item["filename"] == "my_report__v2_.pdf" and item["title"] == "my report (v2).pdf"
+    assert item["size"] == len(data) and item["content_type"] == "application/pdf"
+    # discord.py reads them as Discord's own
+    pdf, clip = bot.received[0].attachments[0], bot.received[1].attachments[0]
+    assert pdf.url == item["url"] and pdf.size == len(data) and not pdf.is_voice_message()
+    assert clip.is_voice_message() and clip.duration == 1.5 and bot.received[1].flags.voice
+    assert voice["flags"] & IS_VOICE_MESSAGE and voice["content"] == ""
+
+    async with aiohttp.ClientSession() as http:
+        for url in (item["url"], item["proxy_url"]):
+            async with http.get(url) as resp:
+                assert resp.status == 200 and resp.content_length == len(data)
+                assert resp.content_type == "application/pdf" and await resp.read() == data
+        tampered = yarl.URL(item["url"]).update_query(hm="0" * 64)
+        elsewhere = item["url"].replace(f"/attachments/{msg['channel_id']}/", f"/attachments/{fake.general}/")
+        for url in (tampered, elsewhere, item["url"].split("?")[0], f"{fake.endpoint()}/attachments/1/2/x.png"):
+            async with http.get(url) as resp:
+                assert resp.status == 404, url
+                assert await resp.text() == "This content is no longer available."
+        fake.cdn.ttl = -10
+        expired = await fake.user_says("old", files=[DiscordFile("a.txt", b"a", "text/plain")], dispatch=False)
+        async with http.get(expired["attachments"][0]["url"]) as resp:
+            assert resp.status == 404
+    assert fake.cdn.served(item["id"]) == 2
+    assert not any(r["authorization"] for r in fake.cdn.requests)
+    with pytest.raises(ValueError, match="voice message"):
+        await fake.user_says("words", files=[DiscordFile("v.ogg", b"OggS", "audio/ogg", voice=True)])
+
+
+async def test_without_the_intent_guild_attachments_are_stripped(fake_discord: FakeDiscord, point_at: Any) -> None:
+    fake = fake_discord
+    point_at(fake)
+    bot = Bot(intents=discord.Intents.default())
+    files = [DiscordFile("a.png", b"\x89PNG", "image/png")]
+    async with running(fake, bot):
+        await until(lambda: bot.readies == 1, "on_ready")
+        await fake.user_says("secret", chat="general", files=files)
+        await fake.user_says("for you", chat="general", mention=True, files=files)
+        await until(lambda: len(bot.received) == 2, "two messages")
+    assert [len(m.attachments) for m in bot.received] == [0, 1]
 
 
 async def test_muted_acks_and_heartbeats(fake_discord: FakeDiscord, point_at: Any) -> None:
