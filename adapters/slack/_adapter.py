@@ -6,7 +6,8 @@ This module connects and disconnects; the work is done by its parts:
 - ``_socket`` (default) or ``_http``: events in over a websocket, or as signed HTTP requests;
 - ``_intake`` and ``_inbound``: one event -> one ``InboundMessage`` -> the router;
 - ``_outbound`` and ``_mrkdwn``: replies out as mrkdwn, with "thinking" placeholders;
-- ``_stream``: an answer shown while it is written (chat streaming, else post and edit).
+- ``_stream``: an answer shown while it is written (chat streaming, else post and edit);
+- ``_files``: a message's files, fetched from files.slack.com with the bot token (``fetch``).
 
 ``health`` is "starting", "live", "degraded" (the socket went silent, a
 connection failed) or "failed" (a token Slack refuses); ``health_log`` keeps the
@@ -18,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
+from collections.abc import AsyncIterator
 
 import aiohttp
 import structlog
@@ -27,6 +29,7 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from .._health import Health
+from .._http_fetch import HttpFetcher, allowed_origins
 from .._split import split_text
 from ..base import (
     Adapter,
@@ -39,7 +42,9 @@ from ..base import (
     ReplyStream,
     SendResult,
 )
+from ..media import Attachment
 from ..settings import reveal
+from ._files import FILE_HOSTS, refuse_login_page
 from ._http import EventsEndpoint
 from ._inbound import PLATFORM
 from ._intake import EventIntake
@@ -83,6 +88,9 @@ class SlackAdapter(Adapter):
                                    accepted=self._sender.start_placeholder)
         self._socket = SocketMode(settings, self.ready, self._stopping, self._health)
         self._events = EventsEndpoint(settings, lambda: self._app, self.ready)
+        self._files = HttpFetcher("Slack", allowed_origins(settings.api_base_url, *FILE_HOSTS),
+                                  secret_headers=lambda: {"Authorization": f"Bearer {reveal(settings.bot_token)}"},
+                                  check=refuse_login_page)
 
     # ------------------------------------------------------------------ state
 
@@ -160,6 +168,7 @@ class SlackAdapter(Adapter):
         session, self._session = self._session, None
         if session is not None:
             await session.close()
+        await self._files.close()
         if self.health != "failed":
             self._health.set("starting", "stopped")
 
@@ -167,6 +176,16 @@ class SlackAdapter(Adapter):
         """The Events API route on the daemon's own HTTP server (HTTP mode only)."""
         if self.settings.mode == "http":
             self._events.add_routes(app)
+
+    # ------------------------------------------------------------------ media
+
+    async def fetch(self, attachment: Attachment, *, limit: int) -> AsyncIterator[bytes]:
+        """A file's bytes from its ``url_private_download``, with the bot token: only from files.slack.com
+        or ``api_base_url``'s own origin, and the token never follows a redirect to another origin."""
+        source = super().fetch(attachment, limit=limit) if attachment.data is not None else (
+            self._files.fetch(attachment, limit=limit))
+        async for chunk in source:
+            yield chunk
 
     # ----------------------------------------------------------------- output
 

@@ -3,7 +3,9 @@
 Read: ``message`` (plain, ``thread_broadcast``, ``file_share``) and
 ``app_mention`` events. Ignored: edits, deletions and every other subtype (a
 turn already answered the original), messages from bots (this one included),
-and anything without a channel, a sender and a ``ts``.
+and anything without a channel, a sender and a ``ts``. A message's ``files``
+(``_files``) come along as attachments; ``text`` is then their caption,
+possibly empty.
 
 Keys the router builds from the result:
 
@@ -33,6 +35,7 @@ from typing import Any
 
 from .._text import clean_text
 from ..base import ChatType, InboundMessage
+from ._files import attachments_of
 
 __all__ = ["PLATFORM", "BotIdentity", "command_to_inbound", "command_well_formed", "to_inbound", "well_formed"]
 
@@ -117,6 +120,7 @@ def to_inbound(
         timestamp=_timestamp(ts),
         dedupe_id=f"{channel}:{ts}",
         addressed=addressed,
+        attachments=attachments_of(event),
     )
 
 

@@ -23,6 +23,10 @@
 - **Events API**: ``post_event(body, secret=, ts=, retry_num=)`` POSTs a signed request (v0 HMAC,
   ``X-Slack-Request-Timestamp``) to ``events_url`` and returns the HTTP status.
 
+- **Files** (``_slack_files``): ``user_says(..., files=[SlackFile(...)])`` shares files (subtype
+  ``file_share``); ``files`` serves them at ``url_private`` / ``url_private_download``, to the bot
+  token only (anything else gets Slack's HTML sign-in page, status 200).
+
 ``user_says`` builds a ``message`` event (plus the ``app_mention`` Slack also sends for a mention)
 and delivers it over the socket when one is connected, else to ``events_url``; ``redeliver(body,
 retry_num)`` sends the same event (same ``event_id``) again, as Slack's retries do.
@@ -37,6 +41,7 @@ import itertools
 import json
 import time
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -45,14 +50,17 @@ from aiohttp import WSMsgType, web
 
 from ._base import FakeServer, SentMessage
 from ._slack_chat import BOT_ID, BOT_USER, STREAM_METHODS, TIER_LIMITS, ChatMethods
+from ._slack_files import LOGIN_PAGE, SlackFile, SlackFiles
 
 __all__ = [
     "APP_TOKEN",
     "BOT_TOKEN",
     "BOT_USER",
+    "LOGIN_PAGE",
     "SIGNING_SECRET",
     "TIER_LIMITS",
     "FakeSlack",
+    "SlackFile",
     "sign",
 ]
 
@@ -120,6 +128,8 @@ class FakeSlack(ChatMethods, FakeServer):
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
         self._http: aiohttp.ClientSession | None = None
+        #: the files users shared, served like files.slack.com
+        self.files = SlackFiles(TEAM, lambda: self.bot_token)
 
     # ------------------------------------------------------------- lifecycle
 
@@ -137,6 +147,7 @@ class FakeSlack(ChatMethods, FakeServer):
     def _setup_routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/socket/{n}", self._socket)
+        self.files.add_routes(app)
 
     def _error_body(self, status: int, description: str | None) -> Any:
         return {"ok": False, "error": description or ("ratelimited" if status == 429 else "internal_error")}
@@ -326,9 +337,12 @@ class FakeSlack(ChatMethods, FakeServer):
         thread: Any = None,
         channel_type: str | None = None,
         mention: bool = False,
+        files: Sequence[SlackFile] = (),
         **kw: Any,
     ) -> dict[str, Any]:
         """A user posts ``text`` in ``chat`` (default: a DM "D0DM0001"); returns the ``message`` event body.
+
+        ``files``: shared with the message, which then has subtype ``file_share``, as on Slack.
 
         ``mention=True`` prefixes the bot's mention and, like Slack, also sends an ``app_mention``
         event for the same ``ts`` (with its own event id).
@@ -341,6 +355,9 @@ class FakeSlack(ChatMethods, FakeServer):
         ts = self.next_ts()
         event: dict[str, Any] = {"type": "message", "user": str(user or self.user), "text": text, "ts": ts,
                                  "channel": channel, "channel_type": channel_type, "event_ts": ts, "team": TEAM}
+        if files:
+            event.update({"subtype": "file_share", "upload": False, "display_as_bot": False,
+                          "files": [self.files.file_object(self.endpoint(), event["user"], f) for f in files]})
         if thread is not None:
             event["thread_ts"] = str(thread)
             parent = self.messages.get((channel, str(thread)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
@@ -12,7 +13,16 @@ from slack_bolt.async_app import AsyncApp
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, BOT_USER, SIGNING_SECRET, TIER_LIMITS, FakeSlack
+from tests.emulators.fake_slack import (
+    APP_TOKEN,
+    BOT_TOKEN,
+    BOT_USER,
+    LOGIN_PAGE,
+    SIGNING_SECRET,
+    TIER_LIMITS,
+    FakeSlack,
+    SlackFile,
+)
 
 
 def client(fake: FakeSlack, token: str = BOT_TOKEN) -> AsyncWebClient:
@@ -181,3 +191,39 @@ async def test_tiers_answer_429_with_retry_after() -> None:
         assert fake.versions("C1", sent["ts"]) == ["a", "b", "c"]
         # Other methods count on their own.
         assert (await api.chat_postMessage(channel="C1", text="e"))["ok"]
+
+
+async def test_shared_files_need_the_bot_token(fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    got: list[dict[str, Any]] = []
+    handler = AsyncSocketModeHandler(echo_app(fake, got), app_token=APP_TOKEN, ping_interval=0.5)
+    await handler.connect_async()
+    data = bytes(range(256)) * 600
+    try:
+        await fake.wait_for(lambda: fake.open_sockets, 5, what="a socket")
+        await fake.user_says("", files=[SlackFile("Screen Shot 1.PNG", data, "image/png"),
+                                        SlackFile("clip.webm", b"webm", "audio/webm", audio_clip=True)])
+        await fake.wait_for(lambda: got, 5, what="the event at the app")
+    finally:
+        await handler.close_async()
+    event = got[0]
+    assert event["subtype"] == "file_share" and event["text"] == ""
+    image, clip = event["files"]
+    assert (image["name"], image["mimetype"], image["filetype"], image["size"]) == (
+        "Screen Shot 1.PNG", "image/png", "png", len(data))
+    assert image["url_private_download"].endswith("/download/screen_shot_1.png")
+    assert (clip["subtype"], clip["duration_ms"]) == ("slack_audio", 4200)
+    async with aiohttp.ClientSession() as http:
+        for url in (image["url_private"], image["url_private_download"]):
+            async with http.get(url, headers={"Authorization": f"Bearer {BOT_TOKEN}"}) as resp:
+                assert resp.status == 200 and resp.content_type == "image/png"
+                assert resp.content_length == len(data) and await resp.read() == data
+        # No token, or another one: Slack's sign-in page, with status 200.
+        for headers in ({}, {"Authorization": f"Bearer {APP_TOKEN}"}):
+            async with http.get(image["url_private_download"], headers=headers) as resp:
+                assert resp.status == 200 and resp.content_type == "text/html"
+                assert await resp.read() == LOGIN_PAGE
+        unknown = image["url_private"].replace(image["id"], "F0NOPE")
+        async with http.get(unknown, headers={"Authorization": f"Bearer {BOT_TOKEN}"}) as resp:
+            assert resp.status == 404
+    assert [r["authorized"] for r in fake.files.requests] == [True, True, False, False, True]
