@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from storage.errors import GatewayError
 
-from .media import Attachment
+from .media import Attachment, OutboundFile
 
 
 class ChatType(StrEnum):
@@ -123,6 +123,9 @@ class OutboundMessage:
     error: ReplyError | None = None
     #: set on the agent's answer
     usage: TokenUsage | None = None
+    #: files that go with it (the agent's ``send_file``, images its answer links to), sent after
+    #: the text by ``Adapter.send_files``; ``text`` may be "" when there are only files
+    files: tuple[OutboundFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -264,6 +267,8 @@ class Adapter(abc.ABC):
     #: replies cut off by a crash can be sent later (false where a request
     #: waits for its answer, like the local HTTP API)
     supports_recovery: bool = True
+    #: the largest file ``send_files`` can send (bytes); the gateway sends a note instead of a larger one
+    max_upload_bytes: int = 0
     #: a message in a thread of a channel is reported as a ``THREAD`` chat (Discord, Slack);
     #: elsewhere (Telegram topics) it keeps its chat's type, with the thread id beside it
     threads_are_chats: bool = False
@@ -334,6 +339,20 @@ class Adapter(abc.ABC):
         """After a restart: a stream over the messages a cut-off stream left, so that its
         ``finish`` edits them into the recovered text; None: the text goes out as new messages."""
         return None
+
+    async def send_files(self, target: OutboundMessage, files: tuple[OutboundFile, ...], *,
+                         sent: Callable[[int], Awaitable[None]] | None = None) -> SendResult:
+        """Send ``files`` to ``target``'s chat (thread, reply_to), after its text was sent.
+
+        The adapter groups them as its platform allows (a Telegram album of images), keeps
+        their order, and returns the ids of the messages that carry them. Every file fits
+        ``max_upload_bytes`` (the gateway checked). ``RateLimitedError`` is waited out;
+        another ``AdapterError`` fails the delivery (the ledger keeps the reply to retry).
+        ``await sent(i)`` is called with the index of each file as soon as the platform has
+        it (for a group, each of its files after the group's call), so that a retry after a
+        crash sends only the files that did not go out.
+        """
+        raise MediaUnavailableError(f"{self.platform} cannot send files")
 
     async def fetch(self, attachment: Attachment, *, limit: int) -> AsyncIterator[bytes]:
         """The bytes of ``attachment`` as they arrive, from the platform's own file endpoint.

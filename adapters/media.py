@@ -18,8 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
-__all__ = ["Attachment", "AttachmentKind"]
+__all__ = ["Attachment", "AttachmentKind", "OutboundFile"]
 
 
 class AttachmentKind(StrEnum):
@@ -50,3 +51,20 @@ class Attachment:
     data: bytes | None = None
     #: the platform's own id of the file, stable across messages (dedupes an album's parts)
     unique_id: str | None = None
+
+
+@dataclass(frozen=True)
+class OutboundFile:
+    """A file the agent sends: already stored by the gateway (content-addressed, read-only)."""
+
+    #: where its bytes are (under ``$HERMES_HOME/media/``); never a path the model wrote
+    path: Path
+    #: the name the person sees
+    name: str
+    #: sniffed from its bytes
+    mime: str
+    #: IMAGE: shown as a photo where the platform can; VOICE: a voice note (OGG/Opus); else a file
+    kind: AttachmentKind
+    size: int
+    #: the gateway's id of it (its sha256): links (the HTTP API's ``/v1/files/<id>``) name it
+    id: str = ""
