@@ -11,12 +11,14 @@ Public surface, the only one other packages use:
   and the gateway's tables: ``bindings`` (routing index, binding history,
   queued titles), ``ownership`` (which sessions a chat may see), ``inbound``
   (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``home_channels``.
+- ``MediaStore``: the bytes of media files, content-addressed under
+  ``$HERMES_HOME/media/``.
 - The rows they return, the schema version, id and title helpers, and the
   exception tree (``storage.errors``).
 
 Layout: what every backend shares sits here (``errors``, ``_model``,
-``_text``); the SQLite backend is ``storage/sqlite/``, and all SQL lives
-there. Another backend would be one more sub-package offering the same names,
+``_text``); the SQLite backend is ``storage/sqlite/``, and all
+SQL lives there; the media files are ``storage/media/`` (no SQL). Another backend would be one more sub-package offering the same names,
 and this module would import it instead.
 """
 
@@ -37,6 +39,7 @@ from ._model import (
 from ._text import clean_title, new_session_id, split_lineage_title
 from .errors import (
     AmbiguousSessionError,
+    BlobTooLargeError,
     GatewayError,
     InvalidTitleError,
     SchemaError,
@@ -48,6 +51,7 @@ from .errors import (
     StorageLockedError,
     TitleConflictError,
 )
+from .media import BlobInfo, MediaStore, StoredBlob
 from .sqlite import (
     GATEWAY_VERSION_KEY,
     REFERENCE_VERSION,
@@ -84,6 +88,8 @@ __all__ = [
     "REFERENCE_VERSION",
     "AmbiguousSessionError",
     "AutoPruneSettings",
+    "BlobInfo",
+    "BlobTooLargeError",
     "ChatOwner",
     "CheckpointResult",
     "GatewayError",
@@ -91,6 +97,7 @@ __all__ = [
     "HomeChannelRow",
     "IndexEntry",
     "InvalidTitleError",
+    "MediaStore",
     "MigrationReport",
     "PendingReply",
     "PrunePlan",
@@ -107,6 +114,7 @@ __all__ = [
     "StorageError",
     "StorageFullError",
     "StorageLockedError",
+    "StoredBlob",
     "TitleConflictError",
     "Writer",
     "WriterLock",
