@@ -10,8 +10,9 @@ Public surface, the only one other packages use:
   ``ops`` (session and message writes), ``queries`` and ``search`` (reads),
   and the gateway's tables: ``bindings`` (routing index, binding history,
   queued titles), ``ownership`` (which sessions a chat may see), ``inbound``
-  (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``home_channels``.
-- ``MediaStore``: the bytes of media files, content-addressed under
+  (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``home_channels``,
+  ``attachments`` (the files that came with messages).
+- ``MediaStore``: those files' bytes, content-addressed under
   ``$HERMES_HOME/media/``.
 - The rows they return, the schema version, id and title helpers, and the
   exception tree (``storage.errors``).
@@ -23,6 +24,7 @@ and this module would import it instead.
 """
 
 from ._model import (
+    AttachmentRow,
     AutoPruneSettings,
     ChatOwner,
     HandoffRow,
@@ -63,6 +65,7 @@ from .sqlite import (
     WriterLock,
     WriterSettings,
     WriterStats,
+    attachments,
     bindings,
     check_sqlite_features,
     handoffs,
@@ -87,6 +90,7 @@ __all__ = [
     "GATEWAY_VERSION_KEY",
     "REFERENCE_VERSION",
     "AmbiguousSessionError",
+    "AttachmentRow",
     "AutoPruneSettings",
     "BlobInfo",
     "BlobTooLargeError",
@@ -120,6 +124,7 @@ __all__ = [
     "WriterLock",
     "WriterSettings",
     "WriterStats",
+    "attachments",
     "bindings",
     "check_sqlite_features",
     "clean_title",
