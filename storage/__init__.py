@@ -13,12 +13,12 @@ Public surface, the only one other packages use:
   (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``home_channels``,
   ``attachments`` (the files that came with messages).
 - ``MediaStore``: those files' bytes, content-addressed under
-  ``$HERMES_HOME/media/``.
+  ``$HERMES_HOME/media/``; ``retention_plan``: which of them media retention removes.
 - The rows they return, the schema version, id and title helpers, and the
   exception tree (``storage.errors``).
 
 Layout: what every backend shares sits here (``errors``, ``_model``,
-``_text``); the SQLite backend is ``storage/sqlite/``, and all
+``_text``, ``_retention``); the SQLite backend is ``storage/sqlite/``, and all
 SQL lives there; the media files are ``storage/media/`` (no SQL). Another backend would be one more sub-package offering the same names,
 and this module would import it instead.
 """
@@ -38,6 +38,7 @@ from ._model import (
     SessionTitle,
     is_scaffolding,
 )
+from ._retention import RetentionPlan, retention_plan
 from ._text import clean_title, new_session_id, split_lineage_title
 from .errors import (
     AmbiguousSessionError,
@@ -108,6 +109,7 @@ __all__ = [
     "PruneResult",
     "PruneSkip",
     "Reader",
+    "RetentionPlan",
     "SchemaError",
     "SeenMessage",
     "SessionNotFoundError",
@@ -143,6 +145,7 @@ __all__ = [
     "queries",
     "quick_check",
     "read_holder_pid",
+    "retention_plan",
     "sanitize_fts5_query",
     "search",
     "split_lineage_title",
