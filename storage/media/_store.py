@@ -98,8 +98,7 @@ class MediaStore:
         temp: TempBlob | None = None
         settled: asyncio.Future[str] | None = None
         try:
-            await run(self._make_dirs, self._tmp)
-            temp = await run(TempBlob, self.root, self._tmp)
+            temp = await run(self._open_temp)
             batch: list[bytes] = []
             gathered = 0
             async for chunk in chunks:
@@ -147,6 +146,14 @@ class MediaStore:
                     self._held[sha] -= 1
                 else:
                     self._held.pop(sha, None)
+
+    def _open_temp(self) -> TempBlob:
+        try:
+            self._make_dirs(self._tmp)
+            return TempBlob(self.root, self._tmp)
+        except OSError as exc:
+            full_or_raise(exc, self.root)
+            raise
 
     def _make_dirs(self, path: Path) -> None:
         self.root.parent.mkdir(parents=True, exist_ok=True)
