@@ -9,6 +9,7 @@ are defined here. This module exports them all::
     ├── StorageError
     │   ├── StorageBusyError            another process held the write lock too long
     │   ├── StorageFullError            the disk is full; nothing was written
+    │   ├── BlobTooLargeError           a file for the media store was larger than its limit
     │   ├── StorageLockedError          another daemon owns this state.db
     │   ├── StorageClosedError          the writer has stopped
     │   ├── SchemaError                 state.db cannot be opened or upgraded
@@ -94,6 +95,7 @@ from core.skills import SkillError, SkillNotFoundError
 from core.tools import ToolError
 from storage.errors import (
     AmbiguousSessionError,
+    BlobTooLargeError,
     GatewayError,
     InvalidTitleError,
     SchemaError,
@@ -249,6 +251,7 @@ _TABLE: tuple[tuple[type[BaseException], int, str, int, float | None], ...] = (
     (BadInputError, 400, "invalid_input", EX_USAGE, None),
     (DuplicateRequestError, 409, "duplicate_request", 1, None),
     (StorageFullError, 507, "storage_full", EX_TEMPFAIL, None),
+    (BlobTooLargeError, 413, "file_too_large", EX_USAGE, None),
     (StorageBusyError, 503, "storage_busy", EX_TEMPFAIL, 5.0),
     (StorageLockedError, 503, "storage_locked", EX_TEMPFAIL, None),
     (StorageClosedError, 503, "shutting_down", EX_TEMPFAIL, 30.0),
@@ -315,6 +318,7 @@ __all__ = [
     "AdapterError",
     "AmbiguousSessionError",
     "BadInputError",
+    "BlobTooLargeError",
     "ChatBusyError",
     "ChatGoneError",
     "CompressionError",

@@ -10,17 +10,21 @@ Public surface, the only one other packages use:
   ``ops`` (session and message writes), ``queries`` and ``search`` (reads),
   and the gateway's tables: ``bindings`` (routing index, binding history,
   queued titles), ``ownership`` (which sessions a chat may see), ``inbound``
-  (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``home_channels``.
+  (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``home_channels``,
+  ``attachments`` (the files that came with messages).
+- ``MediaStore``: those files' bytes, content-addressed under
+  ``$HERMES_HOME/media/``; ``retention_plan``: which of them media retention removes.
 - The rows they return, the schema version, id and title helpers, and the
   exception tree (``storage.errors``).
 
 Layout: what every backend shares sits here (``errors``, ``_model``,
-``_text``); the SQLite backend is ``storage/sqlite/``, and all SQL lives
-there. Another backend would be one more sub-package offering the same names,
+``_text``, ``_retention``); the SQLite backend is ``storage/sqlite/``, and all
+SQL lives there; the media files are ``storage/media/`` (no SQL). Another backend would be one more sub-package offering the same names,
 and this module would import it instead.
 """
 
 from ._model import (
+    AttachmentRow,
     AutoPruneSettings,
     ChatOwner,
     HandoffRow,
@@ -34,9 +38,11 @@ from ._model import (
     SessionTitle,
     is_scaffolding,
 )
+from ._retention import RetentionPlan, retention_plan
 from ._text import clean_title, new_session_id, split_lineage_title
 from .errors import (
     AmbiguousSessionError,
+    BlobTooLargeError,
     GatewayError,
     InvalidTitleError,
     SchemaError,
@@ -48,6 +54,7 @@ from .errors import (
     StorageLockedError,
     TitleConflictError,
 )
+from .media import BlobInfo, MediaStore, StoredBlob
 from .sqlite import (
     GATEWAY_VERSION_KEY,
     REFERENCE_VERSION,
@@ -59,6 +66,7 @@ from .sqlite import (
     WriterLock,
     WriterSettings,
     WriterStats,
+    attachments,
     bindings,
     check_sqlite_features,
     handoffs,
@@ -83,7 +91,10 @@ __all__ = [
     "GATEWAY_VERSION_KEY",
     "REFERENCE_VERSION",
     "AmbiguousSessionError",
+    "AttachmentRow",
     "AutoPruneSettings",
+    "BlobInfo",
+    "BlobTooLargeError",
     "ChatOwner",
     "CheckpointResult",
     "GatewayError",
@@ -91,12 +102,14 @@ __all__ = [
     "HomeChannelRow",
     "IndexEntry",
     "InvalidTitleError",
+    "MediaStore",
     "MigrationReport",
     "PendingReply",
     "PrunePlan",
     "PruneResult",
     "PruneSkip",
     "Reader",
+    "RetentionPlan",
     "SchemaError",
     "SeenMessage",
     "SessionNotFoundError",
@@ -107,11 +120,13 @@ __all__ = [
     "StorageError",
     "StorageFullError",
     "StorageLockedError",
+    "StoredBlob",
     "TitleConflictError",
     "Writer",
     "WriterLock",
     "WriterSettings",
     "WriterStats",
+    "attachments",
     "bindings",
     "check_sqlite_features",
     "clean_title",
@@ -130,6 +145,7 @@ __all__ = [
     "queries",
     "quick_check",
     "read_holder_pid",
+    "retention_plan",
     "sanitize_fts5_query",
     "search",
     "split_lineage_title",

@@ -124,6 +124,26 @@ class HomeChannelRow:
     updated_at: float
 
 
+@dataclass(frozen=True)
+class AttachmentRow:
+    """A file that came with (or was sent in) a message: one row of ``gateway_attachments``.
+
+    The bytes are the media store's file named ``sha256``; ``kind`` is the adapters'
+    ``AttachmentKind`` value; ``name`` is the sender's, shown and never a path."""
+
+    id: int
+    message_id: int
+    session_id: str
+    kind: str
+    mime: str | None
+    name: str | None
+    size: int
+    sha256: str
+    #: what the model was told it shows or says (a description, a transcript), once known
+    description: str | None
+    created_at: float
+
+
 # ------------------------------------------------------------------- pruning
 
 

@@ -24,6 +24,18 @@ class StorageFullError(StorageError):
     """The disk (or the database's page budget) is full; nothing was written."""
 
 
+class BlobTooLargeError(StorageError):
+    """More bytes arrived for a stored file than its limit allows; nothing was kept."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        super().__init__(f"The file is larger than the limit of {_size(limit)}; it was not kept.")
+
+
+def _size(n: int) -> str:
+    return f"{n / 1_048_576:.1f} MB" if n >= 1_048_576 else f"{n} bytes"
+
+
 class StorageLockedError(StorageError):
     """Another daemon already owns this state.db."""
 

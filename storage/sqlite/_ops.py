@@ -16,6 +16,7 @@ from typing import Any
 from .._model import PruneResult
 from .._text import clean_title, split_lineage_title
 from ..errors import SessionNotFoundError, TitleConflictError
+from ._attachments import delete_for_sessions
 from ._prune import prune_plan
 
 _USAGE_FIELDS = (
@@ -259,6 +260,8 @@ def _delete_sessions(conn: sqlite3.Connection, ids: list[str]) -> int:
         # Children keep living; they just lose the link to a parent that is gone (a
         # prune never gets here with a kept child: it skips the parents of kept sessions).
         conn.execute(f"UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IN ({marks})", chunk)
+        # A message's files go with it; their bytes, outside the transaction, go with MediaStore.sweep.
+        delete_for_sessions(conn, chunk)
         conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", chunk)
         deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk).rowcount
     return deleted
@@ -270,6 +273,7 @@ def delete_session(conn: sqlite3.Connection, session_id: str) -> bool:
 
 def clear_messages(conn: sqlite3.Connection, session_id: str) -> int:
     _require_session(conn, session_id)
+    delete_for_sessions(conn, [session_id])
     n = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,)).rowcount
     conn.execute("UPDATE sessions SET message_count = 0, tool_call_count = 0 WHERE id = ?", (session_id,))
     return n

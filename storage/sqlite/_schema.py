@@ -363,6 +363,34 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             "ALTER TABLE gateway_outbound ADD COLUMN message_ids TEXT",
         ),
     ),
+    Migration(
+        7,
+        "the files that came with messages: one row per attachment, its bytes in the media store",
+        (
+            # The message's content keeps the text (caption, transcript, a marker per file), so a
+            # reader of the reference schema sees the whole conversation; the file itself is
+            # media/ab/cd/<sha256>. No foreign key: a reference tool deleting a session must not
+            # fail on our rows (they are found by attachments.delete_dangling instead).
+            """
+            CREATE TABLE IF NOT EXISTS gateway_attachments (
+                id INTEGER PRIMARY KEY,
+                message_id INTEGER NOT NULL,
+                session_id TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                mime TEXT,
+                name TEXT,
+                size INTEGER NOT NULL,
+                sha256 TEXT NOT NULL,
+                description TEXT,
+                created_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_attachments_message ON gateway_attachments(message_id)",
+            "CREATE INDEX IF NOT EXISTS idx_gateway_attachments_session ON gateway_attachments(session_id)",
+            "CREATE INDEX IF NOT EXISTS idx_gateway_attachments_sha256 ON gateway_attachments(sha256)",
+            "CREATE INDEX IF NOT EXISTS idx_gateway_attachments_created ON gateway_attachments(created_at)",
+        ),
+    ),
 )
 
 
