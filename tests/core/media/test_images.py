@@ -126,6 +126,13 @@ def test_our_own_pixel_limit_holds_below_pillows() -> None:
     assert Image.MAX_IMAGE_PIXELS == 89_478_485  # Pillow's global is left as it was
 
 
+def test_what_pillow_only_warns_about_is_refused_too() -> None:
+    # 10000 x 10000 = 100 megapixels: over Pillow's limit (a warning), under twice it (its error).
+    with pytest.warns(Image.DecompressionBombWarning), \
+            pytest.raises(UnreadableMediaError, match=r"too large to open \(10000x10000 pixels\)"):
+        prepare_image(png_header_claiming(10_000, 10_000), max_pixels=200_000_000)
+
+
 def test_a_truncated_jpeg_is_unreadable() -> None:
     data = jpeg(two_tone((800, 600), RED, BLUE))
     with pytest.raises(UnreadableMediaError, match=r"^that image could not be read \(it looks truncated\)$"):
