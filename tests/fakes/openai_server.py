@@ -23,6 +23,11 @@ time (or given to the constructor):
 (``"eof"``) without a finish or ``[DONE]``, or send an ``"error"`` chunk. Each streamed
 answer is recorded in ``streams`` (a ``StreamRecord``: chunks sent, how it ended, an
 ``ended`` event), so a test can see that a client closed a stream it no longer reads.
+
+A chat request's body is recorded whole, so a test sees every content part it carried
+(an ``image_url`` part's data URL included; bodies up to 32 MiB are taken).
+``POST /v1/audio/transcriptions`` is answered by ``transcriptions`` (``_openai_audio.py``),
+which has its own script and record of the form fields and file bytes it got.
 """
 
 from __future__ import annotations
@@ -39,9 +44,13 @@ from typing import Any, Self
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from ._openai_audio import FakeTranscriptions
 from ._openai_stream import BreakMode, StreamBreak, StreamRecord, write_stream
 
 Responder = Callable[[dict[str, Any]], str]
+
+# A chat request with a few images as data URLs is several MB; aiohttp's default cap is 1 MB.
+_MAX_BODY = 32 * 1024 * 1024
 
 
 def echo_last_user_message(body: dict[str, Any]) -> str:
@@ -102,7 +111,8 @@ class Hold:
 
 
 class FakeOpenAI:
-    """``POST /v1/chat/completions`` (optionally streamed) and ``GET /v1/models``."""
+    """``POST /v1/chat/completions`` (optionally streamed), ``GET /v1/models`` and
+    ``POST /v1/audio/transcriptions``."""
 
     def __init__(
         self,
@@ -122,6 +132,7 @@ class FakeOpenAI:
         self.model = model
         self.api_key = api_key  # when set, requests without "Bearer <api_key>" get a 401
         self.requests: list[RecordedRequest] = []
+        self.transcriptions = FakeTranscriptions()
         self._script: deque[_Step] = deque()
         self._holds: list[Hold] = []
         self._release = asyncio.Event()  # lets hung handlers finish when the server stops
@@ -132,9 +143,10 @@ class FakeOpenAI:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        app = web.Application()
+        app = web.Application(client_max_size=_MAX_BODY)
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_post("/v1/audio/transcriptions", self._transcription)
         self._release.clear()
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
@@ -274,6 +286,14 @@ class FakeOpenAI:
             return denied
         data = [{"id": self.model, "object": "model", "created": 0, "owned_by": "fake"}]
         return web.json_response({"object": "list", "data": data})
+
+    async def _transcription(self, request: web.Request) -> web.StreamResponse:
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            await request.read()
+            error = {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                     "code": "invalid_api_key"}
+            return web.json_response({"error": error}, status=401)
+        return await self.transcriptions.handle(request, self._release)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         recorded = await self._record(request)
