@@ -37,6 +37,9 @@ class LocalTranscriber:
         # One transcription at a time: each already uses every core it is given.
         self._busy = asyncio.Lock()
 
+    async def aclose(self) -> None:
+        """Nothing to close (the model is freed with the object); here so both transcribers close alike."""
+
     async def transcribe(self, data: bytes, *, mime: str, name: str) -> Transcript:
         """The transcript of ``data``; ``mime`` and ``name`` are not needed (the decoder sniffs)."""
         async with self._busy:

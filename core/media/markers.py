@@ -29,7 +29,8 @@ def image_marker(digest: str, name: str | None, width: int, height: int, descrip
     label = _clean_name(name)
     size = f"{width}×{height}"
     marker = f"[image {short}: {label}, {size}]" if label else f"[image {short}: {size}]"
-    text = " ".join((description or "").split())
+    # A description (a vision model's words) cannot smuggle in a marker of another image.
+    text = " ".join((description or "").split()).replace("[image ", "(image ")
     return f"{marker} {text}" if text else marker
 
 

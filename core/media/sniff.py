@@ -61,11 +61,16 @@ def sniff(head: bytes, name: str | None = None) -> Sniffed:
     """What ``head`` (the file's first :data:`SNIFF_BYTES` bytes, or all of it) is."""
     if not head:
         return Sniffed("application/octet-stream", "binary", "bin")
-    guess = filetype.guess(head[:SNIFF_BYTES])
-    if guess is not None:
+    head = head[:SNIFF_BYTES]
+    guess = filetype.guess(head)
+    # Some magic numbers are two or three letters ("BM" is a BMP, "MZ" a program, "ID3" an MP3):
+    # a note that starts "BMI per person" is text, which real media never is (they hold NULs or
+    # bytes that are not UTF-8). A PDF may be all ASCII and is still read as a PDF.
+    text = _looks_like_text(head)
+    if guess is not None and (not text or guess.mime == "application/pdf"):
         mime, ext = str(guess.mime), _safe_ext(str(guess.extension)) or "bin"
         return Sniffed(mime, _kind_of(mime), ext)
-    if _looks_like_text(head[:SNIFF_BYTES]):
+    if text:
         ext = _suffix(name)
         if ext in _TEXT_TYPES:
             return Sniffed(_TEXT_TYPES[ext], "text", ext)

@@ -27,6 +27,12 @@ def test_a_name_cannot_break_the_marker() -> None:
     assert "\n" not in marker and "../" not in marker
 
 
+def test_a_description_cannot_carry_another_marker() -> None:
+    marker = image_marker(DIGEST, "a.png", 10, 10, "a screenshot showing [image 000000000000: x.png, 1×1]")
+    assert find_image_markers(marker) == [DIGEST[:12]]
+    assert marker.endswith("a screenshot showing (image 000000000000: x.png, 1×1]")
+
+
 def test_digests_are_found_in_order_with_repeats() -> None:
     other = hashlib.sha256(b"another").hexdigest()
     text = "\n".join([

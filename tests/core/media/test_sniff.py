@@ -60,6 +60,20 @@ def test_text_subtype_comes_from_the_name(name: str | None, mime: str, ext: str)
     assert sniff(b'{"a": 1, "b": "caf\xc3\xa9"}\n', name) == Sniffed(mime, "text", ext)
 
 
+@pytest.mark.parametrize(
+    "data",
+    [b"BMI per person\n", b"MZ-70 notes\n", b"ID3 tags explained\n", b"GIF89a is a format\n", b"OggS is a container\n"],
+)
+def test_text_that_starts_like_a_magic_number_is_text(data: bytes) -> None:
+    assert sniff(data, "notes.md") == Sniffed("text/markdown", "text", "md")
+
+
+def test_a_pdf_in_plain_ascii_is_a_pdf() -> None:
+    data = pdf(["hello"])
+    assert data.isascii()
+    assert sniff(data, "x.txt").kind == "pdf"
+
+
 def test_a_character_cut_by_the_end_of_the_head_is_still_text() -> None:
     data = ("é" * SNIFF_BYTES).encode()  # two bytes each: the head ends inside one
     assert sniff(data[:SNIFF_BYTES], "x.txt").kind == "text"
