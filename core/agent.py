@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,6 +24,7 @@ from .compression import CompressOutcome
 from .errors import CompressionError, ModelContextLengthError, ModelError, ModelNotConfiguredError
 from .learning import CounterUpdate
 from .llm import ModelClient, Usage
+from .media.history import with_images
 from .streaming import AnswerListener
 from .tools import ToolContext, ToolRegistry
 
@@ -38,6 +39,12 @@ log = structlog.get_logger("hermes.agent")
 AnswerOp = Callable[[sqlite3.Connection, str, str], None]
 #: (connection, session id): bookkeeping of the caller's that commits with the user's message
 QuestionOp = Callable[[sqlite3.Connection, str], None]
+#: (connection, session id, the user message's row id): rows of the caller's that belong to that
+#: message and commit with it (the gateway's attachment rows)
+LinkOp = Callable[[sqlite3.Connection, str, int], None]
+#: the content parts of earlier images, by the digest their marker names (``core.media``): for the
+#: last turns' images, which the model sees again as pixels
+ImageRecall = Callable[[str, list[str]], Awaitable[dict[str, dict[str, Any]]]]
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,14 @@ class TurnRequest:
     question_stored: bool = False
     #: gets the answer as the model writes it (``core.streaming``); None: the answer comes whole
     listener: AnswerListener | None = None
+    #: content parts the model sees with ``text`` in this turn (images); state.db keeps ``text`` only,
+    #: whose markers stand for them
+    parts: tuple[dict[str, Any], ...] = ()
+    #: rows that belong to the stored user message (its attachments)
+    link: LinkOp | None = None
+    #: the images of the last ``image_history_turns`` user messages that had any go to the model again
+    recall_images: ImageRecall | None = None
+    image_history_turns: int = 0
 
 
 def _final_ops(session_id: str, counters: CounterUpdate | None, on_answer: AnswerOp | None) -> FinalOp | None:
@@ -189,9 +204,10 @@ class HermesAgent:
                     session, history = await rt.store.load_conversation(session_id)
                     system = await self._system_prompt(request, session_id, session)
             first_exchange = not any(m.get("role") == "user" for m in history)
-            on_question, asked_in = request.on_question, session_id
+            on_question, link, asked_in = request.on_question, request.link, session_id
             also = (lambda conn: on_question(conn, asked_in)) if on_question is not None else None
-            row = await rt.store.persist_message(session_id, user_msg, also=also)
+            linked = (lambda conn, row: link(conn, asked_in, row)) if link is not None else None
+            row = await rt.store.persist_message(session_id, user_msg, also=also, linked=linked)
             if row is not None:
                 ids.append(row)
             conversation = [*history, user_msg]
@@ -203,7 +219,7 @@ class HermesAgent:
         counters = (CounterUpdate(request.session_key, s.memory_nudge_interval, s.skill_nudge_interval)
                     if self._nudges and (s.memory_nudge_interval or s.skill_nudge_interval) else None)
         try:
-            await self._run_loop(request, session_id, system, conversation, result, counters)
+            conversation = await self._run_with_images(request, session_id, system, conversation, result, counters)
         except ModelContextLengthError:
             # The provider counts tokens differently from our estimate: compress now and try once more,
             # on what is left of this turn's budget (``result`` counts the calls already made).
@@ -214,13 +230,23 @@ class HermesAgent:
             session_id = outcome.split.new_session_id
             session, conversation = await rt.store.load_conversation(session_id)
             system = await self._system_prompt(request, session_id, session)
-            await self._run_loop(request, session_id, system, conversation, result, counters)
+            conversation = await self._run_with_images(request, session_id, system, conversation, result, counters)
         try:
             await self._after_turn(request, session_id, session, system, conversation, result, first_exchange,
                                    counters)
         except Exception:  # bookkeeping for reviews and titles must never cost the user the answer
             log.exception("agent.after_turn_failed", session_id=session_id)
         return TurnResult(text=result.text, message_ids=result.message_ids, model=result.model, usage=result.usage)
+
+    async def _run_with_images(self, request: TurnRequest, session_id: str, system: str,
+                               conversation: list[dict[str, Any]], result: LoopResult,
+                               counters: CounterUpdate | None) -> list[dict[str, Any]]:
+        """The loop, on ``conversation`` with this turn's and the last turns' images in it; returns
+        ``conversation`` as text again (what state.db holds) with the messages the loop added."""
+        seen = await with_images(conversation, request.parts, recall=request.recall_images,
+                                 turns=request.image_history_turns, session_id=session_id)
+        await self._run_loop(request, session_id, system, seen, result, counters)
+        return [*conversation, *seen[len(conversation):]]
 
     async def _run_loop(self, request: TurnRequest, session_id: str, system: str,
                         conversation: list[dict[str, Any]], result: LoopResult,

@@ -57,15 +57,33 @@ _CHARS_PER_TOKEN = 4
 _MIN_KEPT_TOKENS = 500
 
 
+#: what one image costs a model, about (1568 x 1176 pixels at ~750 pixels a token)
+IMAGE_TOKENS = 2500
+
+
 def estimate_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
-    """A provider-independent estimate: ~4 characters per token, plus a little per message."""
-    chars = 0
+    """A provider-independent estimate: ~4 characters per token, plus a little per message.
+
+    An image part counts as ``IMAGE_TOKENS``, not as the length of its base64 text.
+    """
+    chars = images = 0
     for m in messages:
         content = m.get("content")
-        chars += len(content) if isinstance(content, str) else len(json.dumps(content)) if content else 0
+        if isinstance(content, str):
+            chars += len(content)
+        elif isinstance(content, list):
+            for part in content:
+                if isinstance(part, dict) and part.get("type") == "image_url":
+                    images += 1
+                elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                    chars += len(part["text"])
+                else:
+                    chars += len(json.dumps(part))
+        elif content:
+            chars += len(json.dumps(content))
         if m.get("tool_calls"):
             chars += len(json.dumps(m["tool_calls"]))
-    return chars // _CHARS_PER_TOKEN + _MESSAGE_OVERHEAD * len(messages)
+    return chars // _CHARS_PER_TOKEN + _MESSAGE_OVERHEAD * len(messages) + images * IMAGE_TOKENS
 
 
 @dataclass(frozen=True)

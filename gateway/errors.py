@@ -26,6 +26,10 @@ are defined here. This module exports them all::
     │   ├── ModelResponseError
     │   └── ModelContextLengthError
     ├── CompressionError              core.errors
+    ├── MediaProcessingError          core.media: a file's bytes could not be made readable
+    │   ├── UnreadableMediaError        corrupt, truncated, a bomb, an unknown or locked format
+    │   ├── TranscriptionError          speech-to-text failed or heard nothing
+    │   └── VisionError                 the vision model could not describe an image
     ├── MemoryStoreError              core.memory
     │   └── MemoryLimitError
     ├── SkillError                    core.skills
@@ -90,6 +94,7 @@ from core.errors import (
     ModelTimeoutError,
     ModelUnavailableError,
 )
+from core.media import MediaProcessingError, TranscriptionError, UnreadableMediaError, VisionError
 from core.memory import MemoryLimitError, MemoryStoreError
 from core.skills import SkillError, SkillNotFoundError
 from core.tools import ToolError
@@ -249,6 +254,12 @@ _TABLE: tuple[tuple[type[BaseException], int, str, int, float | None], ...] = (
     (LanesClosedError, 503, "shutting_down", EX_TEMPFAIL, 30.0),
     (InputTooLongError, 413, "message_too_long", EX_USAGE, None),
     (BadInputError, 400, "invalid_input", EX_USAGE, None),
+    (MediaTooLargeError, 413, "file_too_large", EX_USAGE, None),
+    (MediaUnavailableError, 502, "media_unavailable", EX_UNAVAILABLE, None),
+    (UnreadableMediaError, 400, "unreadable_media", EX_USAGE, None),
+    (TranscriptionError, 502, "transcription_failed", EX_UNAVAILABLE, None),
+    (VisionError, 502, "vision_failed", EX_UNAVAILABLE, None),
+    (MediaProcessingError, 400, "unreadable_media", EX_USAGE, None),
     (DuplicateRequestError, 409, "duplicate_request", 1, None),
     (StorageFullError, 507, "storage_full", EX_TEMPFAIL, None),
     (BlobTooLargeError, 413, "file_too_large", EX_USAGE, None),
@@ -341,6 +352,7 @@ __all__ = [
     "LanesClosedError",
     "MalformedUpdateError",
     "MediaError",
+    "MediaProcessingError",
     "MediaTooLargeError",
     "MediaUnavailableError",
     "MemoryLimitError",
@@ -366,7 +378,10 @@ __all__ = [
     "StorageLockedError",
     "TitleConflictError",
     "ToolError",
+    "TranscriptionError",
     "UnitPathError",
+    "UnreadableMediaError",
+    "VisionError",
     "describe",
     "error_type_for",
 ]

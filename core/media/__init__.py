@@ -11,6 +11,7 @@ work: call them with ``asyncio.to_thread``; the network ones are async.
 from ._local_stt import LocalTranscriber
 from .documents import DocumentText, display_name, human_size, read_document
 from .errors import MediaProcessingError, TranscriptionError, UnreadableMediaError, VisionError
+from .history import with_images
 from .images import PreparedImage, image_part, prepare_image
 from .markers import IMAGE_MARKER, find_image_markers, image_marker
 from .sniff import SNIFF_BYTES, Kind, Sniffed, sniff
@@ -42,4 +43,5 @@ __all__ = [
     "prepare_image",
     "read_document",
     "sniff",
+    "with_images",
 ]

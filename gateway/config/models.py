@@ -23,6 +23,7 @@ __all__ = [
     "DisplayConfig",
     "GatewayConfig",
     "LoggingConfig",
+    "MediaConfig",
     "ModelConfig",
     "ModelPrice",
     "PlatformsConfig",
@@ -32,6 +33,7 @@ __all__ = [
     "Settings",
     "StorageConfig",
     "StreamingConfig",
+    "SttConfig",
     "ToolsetsConfig",
     "secret_values",
 ]
@@ -66,6 +68,10 @@ class ModelConfig(EnvSection):
     # ask the model for a stream, so that the answer appears as it is written (off: one request,
     # one answer, for servers whose streams are broken)
     stream: bool = True
+    # the model reads images (they go to it as OpenAI image_url parts)
+    vision: bool = False
+    # a model on the same server that describes images in words, for a main model without vision
+    vision_auxiliary: str | None = None
 
 
 class SessionResetConfig(_Section):
@@ -191,6 +197,54 @@ class StreamingConfig(_Section):
     tool_progress: bool = False
 
 
+class MediaConfig(_Section):
+    """``media``: the photos, voice notes and files people send (README, "Photos, voice and files")."""
+
+    #: the largest file downloaded (Telegram's own bot limit is 20 MB)
+    max_download_mb: float = Field(default=20, gt=0, le=2048)
+    #: the longest one download may take (seconds)
+    download_timeout: float = Field(default=120.0, gt=0)
+    #: files of a message beyond this many are not taken (Telegram's albums hold 10)
+    max_attachments: int = Field(default=10, ge=1, le=50)
+    #: stored files are deleted this many days after they came ...
+    retention_days: float = Field(default=30, gt=0)
+    #: ... and the oldest first while they take more than this
+    max_total_mb: float = Field(default=1024, gt=0)
+    #: images reach the model at most this many pixels on their long side
+    image_max_px: int = Field(default=1568, ge=64, le=8192)
+    #: the images of this many earlier turns are shown to the model again; older ones are their text
+    image_history_turns: int = Field(default=2, ge=0, le=20)
+    #: a text file (code, markdown, csv, json, a log) up to this size is put in the message whole
+    max_inline_kb: int = Field(default=100, ge=1, le=4096)
+    #: a PDF's text is read from at most this many pages
+    pdf_max_pages: int = Field(default=50, ge=1, le=2000)
+
+
+class SttConfig(EnvSection):
+    """``stt``: speech-to-text for voice notes and audio; every key also as ``HERMES_STT_<KEY>``."""
+
+    env_prefix: ClassVar[str] = "HERMES_STT_"
+
+    #: openai: an OpenAI-compatible /v1/audio/transcriptions endpoint (OpenAI, Groq, a whisper
+    #: server) at base_url; local: faster-whisper on this machine (the [stt-local] extra);
+    #: none: voice notes get a reply that says how to set this up. Unset: openai when base_url is set.
+    provider: Literal["openai", "local", "none"] | None = None
+    base_url: str | None = None
+    model: str = "whisper-1"
+    api_key: SecretStr | None = None
+    timeout: float = Field(default=60.0, gt=0)
+    #: the faster-whisper model size of the local provider (tiny, base, small, medium, large-v3)
+    local_model: str = "base"
+    #: show the transcript with the answer; unset: in groups and channels only
+    echo_transcript: bool | None = None
+
+    @property
+    def active(self) -> Literal["openai", "local", "none"]:
+        if self.provider is not None:
+            return self.provider
+        return "openai" if self.base_url else "none"
+
+
 class ModelPrice(_Section):
     """``pricing.<model>``: US dollars per million tokens, for the cost in ``hermes-gateway insights``.
 
@@ -218,6 +272,8 @@ class Settings(_Section):
     agent: AgentConfig = Field(default_factory=AgentConfig)
     display: DisplayConfig = Field(default_factory=DisplayConfig)
     streaming: StreamingConfig = Field(default_factory=StreamingConfig)
+    media: MediaConfig = Field(default_factory=MediaConfig)
+    stt: SttConfig = Field(default_factory=SttConfig)
     #: model name -> its prices (no entry: that model's cost is not shown)
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
 

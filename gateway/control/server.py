@@ -289,6 +289,12 @@ class ControlServer:
             except ImportError:
                 raise RequestError(f"sessions.{name} is not available in this daemon yet") from None
             result = await getattr(admin, name)(self._services.store, **kwargs)
+            media = self._services.media
+            if name in ("delete", "prune") and media is not None:
+                try:  # the files of what was deleted go with it (a later sweep would catch them too)
+                    await media.pruner.after_delete()
+                except Exception:
+                    log.exception("control.media_sweep_failed")
             return result if isinstance(result, dict) else {"value": result}
 
         return op

@@ -147,6 +147,8 @@ class Gateway:
                 await agents.aclose()  # background reviews and titles, before their store closes
             if client is not None:
                 await client.aclose()
+            if self.runtime is not None and self.runtime.services.media is not None:
+                await self.runtime.services.media.aclose()
             if self.runtime is not None:
                 await self.runtime.services.delivery.aclose()  # ledger notes of replies already sent
             await store.close()
@@ -256,3 +258,8 @@ class Gateway:
                 await resets.sweep()
             except Exception:
                 log.exception("sweeper.resets_failed")
+            if services.media is not None:
+                try:
+                    await services.media.pruner.run()
+                except Exception:
+                    log.exception("sweeper.media_failed")

@@ -162,8 +162,8 @@ class Router:
                                LanesClosedError("the gateway is restarting"))
             return Disposition.ANSWERED
         text = msg.text.strip()
-        if not text:
-            await self._refuse(msg, claim, BadInputError("no text"), "I can only read text messages for now.")
+        if not text and not msg.attachments:
+            await self._refuse(msg, claim, BadInputError("nothing to read"), "That message had nothing I can read.")
             return Disposition.ANSWERED
         if len(text) > MAX_INPUT_CHARS:
             await self._refuse(msg, claim, InputTooLongError(f"{len(text)} characters"),

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from adapters.base import Adapter, InboundMessage
 from gateway.config import LoadedConfig
+from gateway.media import MediaIntake
 from gateway.routing.dedupe import Dedupe
 from gateway.routing.delivery import Delivery
 from gateway.routing.home_channels import HomeChannels
@@ -55,5 +56,7 @@ class Services:
     #: splits a session by summarising it (the agent core provides it); /compress answers
     #: "not available" when the daemon runs a custom agent without one
     compressor: Compressor | None = None
+    #: attachments taken in for a turn; None: messages with files are told they cannot be read
+    media: MediaIntake | None = None
     model_name: str | None = None
     started_at: float = field(default_factory=time.time)

@@ -15,9 +15,18 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from adapters.base import InboundMessage, OutboundMessage, ReplyError, SendKind, TokenUsage
+from adapters.base import (
+    ChatType,
+    InboundMessage,
+    MediaUnavailableError,
+    OutboundMessage,
+    ReplyError,
+    SendKind,
+    TokenUsage,
+)
 from core.agent import Agent, AnswerOp, TurnRequest
 from gateway.errors import (
+    BadInputError,
     DuplicateRequestError,
     GatewayError,
     LanesClosedError,
@@ -25,6 +34,7 @@ from gateway.errors import (
     describe,
 )
 from gateway.logs import redact
+from gateway.media import TakenMedia
 from gateway.routing.delivery import record_stream, settle_reply
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
@@ -178,17 +188,29 @@ class Turns:
                 log.info("router.session_started", reset_reason=binding.reset_reason,
                          previous_session_id=binding.previous_session_id)
             note = binding.title_note
+            typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
+            taken: TakenMedia | None = None
+            if msg.attachments and resume is None:
+                taken = await self._take_media(msg)
+                if taken is None or not taken.answerable:
+                    typing.cancel()
+                    if taken is not None and services.media is not None:
+                        services.media.blobs.release(*taken.digests)
+                    return False
+                text = taken.text
+            header, footer = taken.notes(shared=msg.chat_type is not ChatType.DM,
+                                         echo=services.config.settings.stt.echo_transcript) if taken else ("", "")
 
             def reply_to_user(answer: str, kind: SendKind = SendKind.REPLY, *, error: ReplyError | None = None,
                               usage: TokenUsage | None = None) -> OutboundMessage:
                 # The title the user was told was saved could not be applied: say so with this reply.
                 body = f"{answer}\n\n⚠️ {note}" if note else answer
+                body = f"{header}{body}{footer}"
                 return OutboundMessage(msg.platform, msg.chat_id, redact(body), msg.thread_id, msg.message_id, kind,
                                        error=error, usage=usage)
 
             outbox = (_Outbox(key, binding.session_id, reply_to_user) if services.delivery.recoverable(msg.platform)
                       else None)
-            typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
             # Once the answer shows, it says more than "typing…" does.
             stream = self._open_stream(msg, outbox, on_shown=typing.cancel)
             request = TurnRequest(
@@ -206,6 +228,10 @@ class Turns:
                 on_answer=self._answer_ops(msg, outbox, reply_to_user),
                 question_stored=resume is not None,
                 listener=stream,
+                parts=taken.parts if taken is not None else (),
+                link=taken.link if taken is not None and taken.rows else None,
+                recall_images=services.media.recall if services.media is not None else None,
+                image_history_turns=services.config.settings.media.image_history_turns,
             )
             error: ReplyError | None = None
             usage: TokenUsage | None = None
@@ -233,6 +259,8 @@ class Turns:
             finally:
                 typing.cancel()
                 services.metrics.turn_seconds.observe(time.perf_counter() - started)
+                if taken is not None and services.media is not None:  # its rows are written (or never will be)
+                    services.media.blobs.release(*taken.digests)
             ledger_id = outbox.id if outbox is not None else None
             if ledger_id is not None and kind is not SendKind.REPLY:
                 # The answer was stored, then the turn failed: the error notice goes out instead.
@@ -247,6 +275,30 @@ class Turns:
                 sent = await services.delivery.send(out, session_key=key, session_id=binding.session_id,
                                                     ledger_id=ledger_id)
             return sent and kind is SendKind.REPLY
+
+    async def _take_media(self, msg: InboundMessage) -> TakenMedia | None:
+        """The message's attachments as the agent reads them; None (the person told why) when they
+        cannot be taken at all. A message left with nothing to answer gets its problems as the reply."""
+        media = self.services.media
+        try:
+            if media is None:
+                raise MediaUnavailableError("this gateway was built without media support")
+            taken = await media.take(msg, self.services.adapters.get(msg.platform))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # storage refused (a full disk), or a bug: the person is told
+            if isinstance(exc, GatewayError):
+                log.warning("router.media_failed", error_type=type(exc).__name__, error=str(exc))
+            else:
+                log.exception("router.media_failed")
+            await self._notice_error(msg, exc)
+            return None
+        if not taken.answerable:
+            said = "\n".join(taken.problems) or "That message had nothing I can read."
+            await self.services.delivery.send(OutboundMessage(
+                msg.platform, msg.chat_id, redact(said), msg.thread_id, msg.message_id, SendKind.NOTICE,
+                error=describe(BadInputError(said)).reply_error()))
+        return taken
 
     def _open_stream(self, msg: InboundMessage, outbox: _Outbox | None, *,
                      on_shown: Callable[[], object]) -> StreamDriver | None:

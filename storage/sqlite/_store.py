@@ -99,6 +99,7 @@ class StateStore:
         *,
         usage: Mapping[str, Any] | None = None,
         also: Callable[[sqlite3.Connection], None] | None = None,
+        linked: Callable[[sqlite3.Connection, int], None] | None = None,
     ) -> int | None:
         """Persist one OpenAI-format message the moment it is produced.
 
@@ -106,7 +107,9 @@ class StateStore:
         never stored. There is no "flushed up to N" bookkeeping to go stale.
         ``usage`` (token counts of the call that produced it) commits with it,
         and so does ``also`` (bookkeeping that belongs to this message), even
-        when the message itself is a placeholder that is not stored.
+        when the message itself is a placeholder that is not stored. ``linked``
+        gets the new row's id, for rows that point at it (attachments); it
+        does not run for a placeholder.
         """
         scaffolding = is_scaffolding(message)
         if scaffolding and not usage and also is None:
@@ -119,6 +122,8 @@ class StateStore:
                 _ops.record_usage(conn, session_id, **usage)
             if also is not None:
                 also(conn)
+            if linked is not None and row_id is not None:
+                linked(conn, row_id)
             return row_id
 
         return await self.write(op)

@@ -17,6 +17,7 @@ from adapters.base import (
     OutboundMessage,
     SendResult,
 )
+from adapters.media import Attachment
 
 
 class ChatAdapter(Adapter):
@@ -64,6 +65,7 @@ class ChatAdapter(Adapter):
         thread: str | None = None,
         message_id: str | None = None,
         addressed: bool = True,
+        attachments: tuple[Attachment, ...] = (),
     ) -> Disposition:
         return await self.dispatch(
             InboundMessage(
@@ -76,6 +78,7 @@ class ChatAdapter(Adapter):
                 thread_id=thread,
                 user_name=f"name-of-{user}",
                 addressed=addressed,
+                attachments=attachments,
             )
         )
 

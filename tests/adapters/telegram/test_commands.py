@@ -298,7 +298,7 @@ async def test_a_redelivered_update_gets_its_notice_once(
         await fake.redeliver(photo_only)
         # Updates of one chat are handled in order: once /status is answered, the redelivery was too.
         assert "Session: none yet" in await command(fake, "/status")
-        notices = [m for m in fake.sent if m["chat_id"] == uid and "only read text" in shown(m)]
+        notices = [m for m in fake.sent if m["chat_id"] == uid and "nothing I can read" in shown(m)]
         assert len(notices) == 1
 
 

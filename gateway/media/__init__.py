@@ -1,0 +1,15 @@
+"""The media room: what people send besides text, taken in for a turn and kept for a while.
+
+- ``intake``: a message's attachments downloaded (after the allowlist), stored, read by kind;
+- ``recall``: the last turns' images found again for the model;
+- ``pruner``: stored files deleted after ``media.retention_days`` and past ``media.max_total_mb``.
+
+Built once by the daemon (``build_media``) from the validated config.
+"""
+
+from .build import build_media
+from .intake import MediaIntake, TakenMedia
+from .pruner import MediaPruner, PruneReport
+from .recall import ImageRecall
+
+__all__ = ["ImageRecall", "MediaIntake", "MediaPruner", "PruneReport", "TakenMedia", "build_media"]
