@@ -326,3 +326,13 @@ async def test_the_daemon_takes_its_settings_from_config(gateway_home: Path, fak
         assert remote["code"] == "remote_media_disabled"
         assert rows(run.db_path, "SELECT count(*) FROM messages") == [(0,)]
     assert fake_openai.chat_requests == []
+
+
+async def test_the_daemon_takes_a_remote_image_when_allowed(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    config = {"platforms": {"api_server": {"allow_remote_media": True}}}
+    async with run_gateway(gateway_home, fake_openai.base_url, config=config) as run:
+        body = {"model": "fake-model", "user": "alice", "messages": [{"role": "user", "content": [
+            text_part("see"), {"type": "image_url", "image_url": {"url": "http://10.255.255.1/a.png"}}]}]}
+        resp = await run.http.post("/v1/chat/completions", json=body)
+        # Taken (what the gateway then makes of an image it may not download is its own answer).
+        assert resp.status_code == 200 or resp.json()["error"]["code"] != "remote_media_disabled", resp.text
