@@ -15,9 +15,15 @@ restarts), and a turn stopped with /stop still answers its request. With
 ``stream: true`` the answer comes as server-sent events while the model writes
 it (``_sse``).
 
+The last user message's ``content`` may be OpenAI content parts: text, and
+images, audio and files inline as base64, which arrive as ``Attachment``s with
+their bytes; a remote image URL only where ``allow_remote_media`` is on, then
+downloaded by ``fetch`` from public addresses only (``adapters._ssrf``).
+
 The modules: ``_settings`` (``platforms.api_server``), ``_request`` (a request
-read, or refused), ``_sse`` (the streamed answer), ``_adapter`` (the routes and
-the requests waiting for their answers).
+read, or refused), ``_parts`` (a message's content parts), ``_sse`` (the
+streamed answer), ``_adapter`` (the routes, the requests waiting for their
+answers, and ``fetch``).
 """
 
 from ._adapter import ApiServerAdapter

@@ -5,12 +5,31 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 
 from aiohttp import web
 
-from ..base import Adapter, Disposition, OutboundMessage, ReplyError, ReplyStream, SendKind, SendResult
-from ._request import ChatRequest, error_response, parse_request
+from .._ssrf import Network, fetch_public
+from ..base import (
+    Adapter,
+    Disposition,
+    MediaUnavailableError,
+    OutboundMessage,
+    ReplyError,
+    ReplyStream,
+    SendKind,
+    SendResult,
+)
+from ..media import Attachment
+from ._request import (
+    MAX_BODY_BYTES,
+    MAX_MEDIA_BYTES,
+    ChatRequest,
+    RequestLimits,
+    error_response,
+    parse_request,
+)
 from ._sse import DONE, SSE_HEADERS, Completion, SseStream
 
 __all__ = ["ApiServerAdapter"]
@@ -20,6 +39,8 @@ _TIMED_OUT = ("No answer within the time limit; it will be kept in the session."
               ReplyError(504, "server_error", "timeout"))
 _SHUTTING_DOWN = ("The gateway is shutting down; send the message again later.",
                   ReplyError(503, "server_error", "shutting_down", 30))
+#: seconds a remote image's whole download may take
+_REMOTE_TIMEOUT = 30.0
 
 
 @dataclass
@@ -38,12 +59,20 @@ class ApiServerAdapter(Adapter):
     supports_recovery = False
 
     def __init__(self, *, key: str | None, model_name: str | None, reply_timeout: float = 900.0,
-                 streaming: bool = True, write_timeout: float = 30.0) -> None:
+                 streaming: bool = True, write_timeout: float = 30.0, max_body_bytes: int = MAX_BODY_BYTES,
+                 max_media_bytes: int = MAX_MEDIA_BYTES, allow_remote_media: bool = False,
+                 remote_allow_networks: Sequence[Network] = ()) -> None:
         """``model_name``: the model requests may name (None: none is configured, so any name is
         taken and each reply says what to configure). ``streaming``: ``open_stream`` gives streams
         (``platforms.api_server.streaming``). ``write_timeout``: seconds a streamed write may wait
-        for a client that does not read before the stream gives that client up."""
+        for a client that does not read before the stream gives that client up. ``max_body_bytes``
+        (``max_request_bytes``), ``max_media_bytes``, ``allow_remote_media``: ``platforms.api_server``'s
+        keys.
+        ``remote_allow_networks``: for tests only, private networks a remote image may come from
+        (a test server on 127.0.0.1); the daemon passes nothing."""
         super().__init__()
+        self._limits = RequestLimits(max_body_bytes, max_media_bytes, allow_remote_media)
+        self._remote_allow = tuple(remote_allow_networks)
         self._key = key
         self._model_name = model_name or "hermes-gateway"
         self._any_model = model_name is None
@@ -96,6 +125,19 @@ class ApiServerAdapter(Adapter):
                                    hand_over=hand_over)
         return waiting.stream
 
+    async def fetch(self, attachment: Attachment, *, limit: int) -> AsyncIterator[bytes]:
+        """An inline part's bytes; a remote image (``ref`` is its URL) downloaded from public addresses
+        only (``adapters._ssrf``), when ``allow_remote_media`` is on."""
+        if attachment.data is not None or not attachment.ref:
+            async for chunk in super().fetch(attachment, limit=limit):
+                yield chunk
+            return
+        if not self._limits.allow_remote_media:
+            raise MediaUnavailableError("remote media is not downloaded (platforms.api_server.allow_remote_media)")
+        async for chunk in fetch_public(attachment.ref, limit=min(limit, self._limits.max_media_bytes),
+                                        time_cap=_REMOTE_TIMEOUT, allow_networks=self._remote_allow):
+            yield chunk
+
     # ------------------------------------------------------------------ HTTP
 
     def _authorized(self, request: web.Request) -> bool:
@@ -131,7 +173,7 @@ class ApiServerAdapter(Adapter):
         if not self.ready.is_set():
             return error_response(503, "The gateway is not accepting messages right now.", "server_error",
                                   "unavailable", retry_after=30)
-        asked = await parse_request(request, self.platform, self._model_name, self._any_model)
+        asked = await parse_request(request, self.platform, self._model_name, self._any_model, self._limits)
         if isinstance(asked, web.Response):
             return asked
         msg = asked.message

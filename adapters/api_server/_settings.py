@@ -38,3 +38,11 @@ class ApiServerSettings(EnvSection):
     """Connections the kernel queues until the daemon accepts them (at most ``net.core.somaxconn``)."""
     max_request_bytes: int = Field(default=2 * 1024 * 1024, ge=1024)
     """Largest request body read (API and webhooks); a larger one is answered 413."""
+    max_media_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    """Largest image, audio clip or file one message may carry, decoded (an OpenAI content part;
+    a larger one is answered 413). The body that carries it is capped by ``max_request_bytes``
+    first: base64 makes 3 bytes into 4, so raise that too to send large files."""
+    allow_remote_media: bool = False
+    """Take an ``image_url`` that is an ``http(s)://`` URL and download it (only from public
+    addresses, never this machine or its network); false: such a request is answered 400, and
+    images must come inline as data URLs."""

@@ -37,7 +37,9 @@ def build_adapters(config: LoadedConfig, *, standalone: bool, extra: dict[str, A
                 f"set API_SERVER_KEY (or platforms.api_server.key in {config.config_file}) first."
             )
         adapters["api-server"] = ApiServerAdapter(key=key, model_name=config.settings.model.default,
-                                                  streaming=api.streaming)
+                                                  streaming=api.streaming, max_body_bytes=api.max_request_bytes,
+                                                  max_media_bytes=api.max_media_bytes,
+                                                  allow_remote_media=api.allow_remote_media)
     telegram = config.settings.platforms.telegram
     if telegram.active:
         adapters["telegram"] = TelegramAdapter(telegram)
