@@ -238,3 +238,17 @@ async def test_failures_say_why_without_the_token(fake_discord: FakeDiscord, tmp
     assert "403" in errors[0] and "50013" in errors[0]
     seen = "\n".join([*errors, *(str(entry) for entry in logs), caplog.text])
     assert fake.token not in seen
+
+
+async def test_files_open_a_thread_recovered_after_a_restart(fake_discord: FakeDiscord, tmp_path: Path) -> None:
+    fake = fake_discord
+    # auto_thread: the answer to this message goes into a thread started from it, which this process never
+    # saw asked for (a reply recovered after a restart); Discord answers "unknown channel" until it is opened.
+    question = await fake.user_says("a file please", chat="general", mention=True, dispatch=False)
+    target = OutboundMessage("discord", fake.general, "", thread_id=question["id"], reply_to=question["id"])
+    async with connected(fake) as adapter:
+        result = await adapter.send_files(target, (stored(tmp_path, "a.txt", b"a\n", "text/plain"),))
+    assert [t["id"] for t in fake.threads] == [question["id"]]
+    [message] = bot_messages(fake, question["id"])
+    assert result.message_ids == (message["id"],) and "message_reference" not in message
+    assert [c.status for c in fake.calls_to("create_message")] == [404, 200]
