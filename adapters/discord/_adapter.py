@@ -8,7 +8,8 @@ the work is done by its parts:
 - ``_intake`` and ``_inbound``: messages in, and the read-back after a reconnect;
 - ``_outbound``: replies, typing and threads out;
 - ``_stream`` and ``_ratelimit``: an answer shown while it is written, and the rate limits it meets;
-- ``_media``: a message's attachments, fetched from Discord's CDN only (``fetch``).
+- ``_media``: a message's attachments, fetched from Discord's CDN only (``fetch``);
+- ``_upload``: files out, as messages with attachments (``send_files``).
 
 **Fatal failures** (``FatalAdapterError``, never a reconnect loop): a token
 Discord refuses (401 at login, close 4004), close 4014 (the privileged Message
@@ -24,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import discord
 import structlog
@@ -40,7 +41,7 @@ from ..base import (
     ReplyStream,
     SendResult,
 )
-from ..media import Attachment
+from ..media import Attachment, OutboundFile
 from ..settings import reveal
 from ._client import ClientEvents, DiscordClient, make_client
 from ._inbound import PLATFORM
@@ -50,6 +51,7 @@ from ._outbound import Sender
 from ._ratelimit import RateWindows
 from ._settings import DiscordSettings
 from ._stream import DiscordStream
+from ._upload import FileSender
 from ._watchdog import HeartbeatWatchdog
 
 __all__ = ["DiscordAdapter"]
@@ -76,6 +78,7 @@ _FATAL_CLOSES = {
     4014: INTENT_MESSAGE,
 }
 STOP_WAIT = 5.0
+MIB = 1024 * 1024
 
 
 class DiscordAdapter(Adapter):
@@ -83,6 +86,7 @@ class DiscordAdapter(Adapter):
     max_message_length = 2000
     supports_recovery = True
     threads_are_chats = True
+    max_upload_bytes = 10 * MIB
 
     def __init__(self, settings: DiscordSettings) -> None:
         super().__init__()
@@ -97,6 +101,8 @@ class DiscordAdapter(Adapter):
         self._watchdog = HeartbeatWatchdog(settings, self.ready, self._health)
         self._windows = RateWindows()
         self._files = HttpFetcher("Discord", allowed_origins(settings.base_url, *CDN_HOSTS))
+        self.max_upload_bytes = int(settings.max_upload_mb * MIB)
+        self._uploads = FileSender(self._sender, lambda: self.max_upload_bytes, settings.max_ratelimit_wait)
 
     # ------------------------------------------------------------------ state
 
@@ -217,6 +223,12 @@ class DiscordAdapter(Adapter):
             self._files.fetch(attachment, limit=limit))
         async for chunk in source:
             yield chunk
+
+    async def send_files(self, target: OutboundMessage, files: tuple[OutboundFile, ...], *,
+                         sent: Callable[[int], Awaitable[None]] | None = None) -> SendResult:
+        """``files`` as messages with attachments (up to 10 a message, within ``max_upload_bytes`` together) in
+        ``target``'s channel or thread; each message carries a nonce Discord dedupes a retry by (``_upload``)."""
+        return await self._uploads.send(target, files, sent=sent)
 
     # ----------------------------------------------------------------- output
 

@@ -99,6 +99,25 @@ class Sender:
             self._referenced[target] = message.reply_to
         return SendResult((str(sent.id),))
 
+    async def place(self, message: OutboundMessage, *, missing: bool = False) -> tuple[DiscordClient, str]:
+        """The client and the channel id ``message`` goes to, its thread opened first when it is one still to
+        open. ``missing``: Discord answered "unknown channel" for that thread, a prospective thread of a reply
+        recovered after a restart (this process never saw it asked for): it is opened now."""
+        client = self._require_client()
+        thread = message.thread_id
+        if missing and thread is not None and thread == message.reply_to:
+            self._pending_threads.setdefault(thread, (message.chat_id, "Conversation"))
+        if thread is not None and thread in self._pending_threads:
+            await self._open_pending_thread(client, thread)
+        return client, thread or message.chat_id
+
+    def references(self, message: OutboundMessage) -> bool:
+        """Whether the next message to ``message``'s place should reply to ``reply_to``: not when the answer's
+        text already did, nor in the thread started from that message (its first message is the question)."""
+        target = message.thread_id or message.chat_id
+        return bool(message.reply_to) and message.reply_to != message.thread_id and (
+            self._referenced.get(target) != message.reply_to)
+
     def _rate_limit_error(self, exc: discord.RateLimited, what: str) -> AdapterError:
         """discord.py raises ``RateLimited`` (not an ``HTTPException``) for a 429 longer than we may wait."""
         return AdapterError(

@@ -49,6 +49,9 @@ class DiscordSettings(PlatformSettings):
     """After a reconnect, at most how many missed messages are read back per channel."""
     max_ratelimit_wait: float = Field(default=300.0, gt=0)
     """Longest 429 wait honoured for one request (seconds); a longer one fails the send."""
+    max_upload_mb: float = Field(default=10.0, gt=0)
+    """The most the bot uploads in one message (MiB): 10 in a server without boosts (50 at boost level 2, 100 at
+    level 3); a larger file gets a note instead."""
 
     _split = field_validator("free_response_channels", mode="before")(id_list)
 

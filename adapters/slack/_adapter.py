@@ -7,7 +7,8 @@ This module connects and disconnects; the work is done by its parts:
 - ``_intake`` and ``_inbound``: one event -> one ``InboundMessage`` -> the router;
 - ``_outbound`` and ``_mrkdwn``: replies out as mrkdwn, with "thinking" placeholders;
 - ``_stream``: an answer shown while it is written (chat streaming, else post and edit);
-- ``_files``: a message's files, fetched from files.slack.com with the bot token (``fetch``).
+- ``_files``: a message's files, fetched from files.slack.com with the bot token (``fetch``);
+- ``_upload``: files out, shared in the answer's thread (``send_files``).
 
 ``health`` is "starting", "live", "degraded" (the socket went silent, a
 connection failed) or "failed" (a token Slack refuses); ``health_log`` keeps the
@@ -19,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import aiohttp
 import structlog
@@ -42,7 +43,7 @@ from ..base import (
     ReplyStream,
     SendResult,
 )
-from ..media import Attachment
+from ..media import Attachment, OutboundFile
 from ..settings import reveal
 from ._files import FILE_HOSTS, refuse_login_page
 from ._http import EventsEndpoint
@@ -53,6 +54,7 @@ from ._outbound import Sender
 from ._settings import SlackSettings
 from ._socket import SocketMode
 from ._stream import SlackStream, StreamPlace, StreamSupport
+from ._upload import FileUploader
 from ._webapi import identify, make_web_client, open_socket_url
 
 __all__ = ["SlackAdapter"]
@@ -60,6 +62,7 @@ __all__ = ["SlackAdapter"]
 log = structlog.get_logger("hermes.slack")
 
 STOP_WAIT = 5.0
+MIB = 1024 * 1024
 
 
 class SlackAdapter(Adapter):
@@ -68,6 +71,8 @@ class SlackAdapter(Adapter):
     max_message_length = 4000
     supports_recovery = True
     threads_are_chats = True
+    #: Slack's cap on one file
+    max_upload_bytes = 1024 * MIB
 
     def __init__(self, settings: SlackSettings) -> None:
         super().__init__()
@@ -91,6 +96,10 @@ class SlackAdapter(Adapter):
         self._files = HttpFetcher("Slack", allowed_origins(settings.api_base_url, *FILE_HOSTS),
                                   secret_headers=lambda: {"Authorization": f"Bearer {reveal(settings.bot_token)}"},
                                   check=refuse_login_page)
+        self.max_upload_bytes = int(settings.max_upload_mb * MIB)
+        self._uploads = FileUploader(self._sender, lambda: self._client, lambda: self._session,
+                                     allowed_origins(settings.api_base_url, *FILE_HOSTS), lambda: self.max_upload_bytes,
+                                     settings.request_timeout)
 
     # ------------------------------------------------------------------ state
 
@@ -186,6 +195,12 @@ class SlackAdapter(Adapter):
             self._files.fetch(attachment, limit=limit))
         async for chunk in source:
             yield chunk
+
+    async def send_files(self, target: OutboundMessage, files: tuple[OutboundFile, ...], *,
+                         sent: Callable[[int], Awaitable[None]] | None = None) -> SendResult:
+        """``files`` shared in ``target``'s channel and thread (``files.getUploadURLExternal``, the bytes, then one
+        ``files.completeUploadExternal`` per 10 files: one message each); see ``_upload``."""
+        return await self._uploads.send(target, files, sent=sent)
 
     # ----------------------------------------------------------------- output
 

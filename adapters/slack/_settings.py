@@ -41,6 +41,9 @@ class SlackSettings(PlatformSettings):
     """429 answers retried (each after its Retry-After) before a send fails."""
     request_timeout: float = Field(default=20.0, gt=0)
     """Timeout of one Web API call (seconds)."""
+    max_upload_mb: float = Field(default=1024.0, gt=0, le=1024)
+    """The largest file the bot uploads (MiB; Slack takes up to 1 GB, a workspace may allow less); a larger
+    file gets a note instead."""
     thinking_placeholder: bool = True
     """Post a placeholder while the agent works and edit the answer into it."""
     thinking_text: str = Field(default="_…thinking_", min_length=1)

@@ -68,10 +68,10 @@ class SlackFiles:
         app.router.add_get("/files-pri/{key}/{name}", self._serve)
         app.router.add_get("/files-pri/{key}/download/{name}", self._serve)
 
-    def file_object(self, endpoint: str, user: str, file: SlackFile) -> dict[str, Any]:
-        """Store ``file``; its file object as a ``file_share`` event carries it."""
+    def file_object(self, endpoint: str, user: str, file: SlackFile, fid: str | None = None) -> dict[str, Any]:
+        """Store ``file`` (under ``fid``, or a new id); its file object as a ``file_share`` event carries it."""
         self._n += 1
-        fid = f"F0FILE{self._n:04d}"
+        fid = fid or f"F0FILE{self._n:04d}"
         self._files[fid] = _Stored(file.data, file.mimetype)
         slug = quote(_UNSAFE.sub("_", file.name.lower()) or "file")
         base = f"{endpoint}/files-pri/{self._team}-{fid}"

@@ -33,6 +33,11 @@ Wire behaviour
 * Attachments (``_discord_cdn``): a user's message can carry files (``attachments`` with signed CDN URLs,
   voice messages with ``IS_VOICE_MESSAGE``), served by this fake's own HTTP server; without the
   message-content intent they are stripped like ``content``.
+* Uploads (``_discord_uploads``): the bot's message creates with files (``multipart/form-data``,
+  ``payload_json`` + ``files[n]``, at most 10), the files of one request together within
+  :attr:`FakeDiscord.upload_limit` (else 413, code 40005); their attachments are served by the same CDN.
+  ``nonce`` + ``enforce_nonce``: the same nonce from the bot within :attr:`FakeDiscord.nonces` ``.window``
+  returns the first message and creates no second one.
 
 Test API
 --------
@@ -40,7 +45,7 @@ Test API
   reply_to=None, files=(), **extra)`` (returns the MESSAGE_CREATE payload; ``files``: ``DiscordFile``s),
   ``await dispatch(event, data)``; ``cdn`` (the files: ``requests``, ``served(id)``, ``ttl``, ``forget(id)``).
 * Outbound: ``sent`` (created/edited messages: ``method, chat_id, message_id, text, reply_to, thread_id,
-  params``), ``await wait_sent(...)``, ``calls``/``calls_to``/``wait_calls`` (method names such as
+  params``, and ``files``: the ``Upload``s of a create with files), ``await wait_sent(...)``, ``calls``/``calls_to``/``wait_calls`` (method names such as
   ``create_message``, ``edit_message``, ``delete_message``, ``typing``, ``start_thread_from_message``).
 * Controls: ``reconnect()`` (op 7), ``invalidate(resumable)`` (op 9), ``close(code)``, ``mute_acks()`` /
   ``unmute_acks()``, ``rate_limit_next(method, retry_after)``, ``rate_buckets`` (``edit_limit=`` at
@@ -50,7 +55,7 @@ Test API
 * State: ``connected()``, ``identifies``, ``resumes``, ``replayed`` (frames sent again on RESUME), ``sessions``,
   ``threads``, ``channel_messages(id)``.
 
-Not emulated: zlib/zstd compression, uploads by the bot, interactions and slash commands, members and presences,
+Not emulated: zlib/zstd compression, uploads through attachment URLs (``/attachments``), interactions and slash commands, members and presences,
 permissions, rate limits of routes other than those in ``rate_buckets`` (use
 :meth:`FakeDiscord.rate_limit_next`), the global rate limit, sharding.
 """
@@ -72,18 +77,23 @@ from aiohttp import WSMsgType, web
 
 from ._base import FakeServer
 from ._discord_cdn import IS_VOICE_MESSAGE, MAX_ATTACHMENTS, DiscordCDN, DiscordFile
+from ._discord_uploads import MAX_NONCE, NonceBook, Upload, read_multipart
 
 __all__ = [
     "DEFAULT_DISCORD_TOKEN",
     "INTENT_MESSAGE_CONTENT",
     "IS_VOICE_MESSAGE",
     "MAX_CONTENT",
+    "UPLOAD_LIMIT",
     "DiscordFile",
     "FakeDiscord",
+    "Upload",
 ]
 
 DEFAULT_DISCORD_TOKEN = "TESTBOT.fake-discord.token"
 MAX_CONTENT = 2000
+#: what a bot may upload in one message to a server without boosts
+UPLOAD_LIMIT = 10 * 1024 * 1024
 INTENT_MESSAGE_CONTENT = 1 << 15
 DISCORD_EPOCH_MS = 1420070400000
 JSON = "application/json"
@@ -168,6 +178,10 @@ class FakeDiscord(FakeServer):
         self._after_ready: list[Callable[[], Awaitable[Any]]] = []
         #: the files users attached, served like Discord's CDN
         self.cdn = DiscordCDN()
+        #: bytes the files of one message create may add up to (413, code 40005 above)
+        self.upload_limit = UPLOAD_LIMIT
+        #: the enforced nonces of the bot's creates (``window``: how long one is remembered)
+        self.nonces = NonceBook()
 
     # ------------------------------------------------------------------ ids and data
 
@@ -288,7 +302,12 @@ class FakeDiscord(FakeServer):
     def _rest(self, name: str, handler: Any) -> Any:
         async def route(request: web.Request) -> web.StreamResponse:
             params: dict[str, Any] = dict(request.query)
-            if request.can_read_body:
+            if request.content_type == "multipart/form-data":
+                try:
+                    params.update(await read_multipart(request))
+                except ValueError:
+                    return self._respond(None, 400, {"message": "400: Bad Request", "code": 50109})
+            elif request.can_read_body:
                 with contextlib.suppress(ValueError):
                     body = await request.json()
                     if isinstance(body, dict):
@@ -384,7 +403,18 @@ class FakeDiscord(FakeServer):
     async def _create_message(self, p: dict[str, Any]) -> tuple[int, Any]:
         channel = self._channel(p["cid"])
         content = p.get("content")
-        if not isinstance(content, str) or not content:
+        files: list[Upload] = p.get("_files") or []
+        self._check_upload(files)
+        nonce = p.get("nonce")
+        if nonce is not None and (not isinstance(nonce, str | int) or len(str(nonce)) > MAX_NONCE):
+            raise _DiscordHTTPError(400, "Invalid Form Body\nIn nonce: Must be 25 or fewer in length.", 50035)
+        if nonce is not None and p.get("enforce_nonce"):
+            earlier = self.nonces.earlier(self.bot["id"], str(nonce))
+            if earlier is not None:
+                return 200, earlier
+        if files and content is None:
+            content = ""
+        if not isinstance(content, str) or not (content or files):
             raise _DiscordHTTPError(400, "Cannot send an empty message", 50006)
         if len(content) > MAX_CONTENT:
             raise _DiscordHTTPError(400, "Invalid Form Body\nIn content: Must be 2000 or fewer in length.", 50035)
@@ -394,13 +424,28 @@ class FakeDiscord(FakeServer):
             if not any(m["id"] == str(ref.get("message_id")) for m in self._messages.get(target, [])):
                 raise _DiscordHTTPError(400, "Invalid Form Body\nIn message_reference: Unknown message", 50035)
         msg = self.message_payload(channel, self.bot, content, reference=ref)
+        if nonce is not None:
+            msg["nonce"] = nonce
+        msg["attachments"] = [
+            self.cdn.attachment(self.endpoint(), channel["id"], str(self.snowflake()),
+                                DiscordFile(f.filename, f.data, f.content_type)) for f in files]
         self._store(msg)
+        if nonce is not None and p.get("enforce_nonce"):
+            self.nonces.note(self.bot["id"], str(nonce), msg)
         self._record_sent({"method": "create_message", "chat_id": p["cid"], "message_id": msg["id"], "text": content,
                            "reply_to": str(ref["message_id"]) if ref else None,
-                           "thread_id": p["cid"] if channel["type"] == PUBLIC_THREAD else None, "params": p})
+                           "thread_id": p["cid"] if channel["type"] == PUBLIC_THREAD else None, "params": p,
+                           "files": list(files)})
         if self.echo_bot_messages:
             await self.dispatch("MESSAGE_CREATE", msg)
         return 200, msg
+
+    def _check_upload(self, files: list[Upload]) -> None:
+        if len(files) > MAX_ATTACHMENTS:
+            raise _DiscordHTTPError(400, f"Invalid Form Body\nIn files: Must be {MAX_ATTACHMENTS} or fewer in length.",
+                                    50035)
+        if sum(len(f.data) for f in files) > self.upload_limit:
+            raise _DiscordHTTPError(413, "Request entity too large", 40005)
 
     def _message(self, cid: str, mid: str) -> dict[str, Any]:
         self._channel(cid)

@@ -26,6 +26,11 @@
 - **Files** (``_slack_files``): ``user_says(..., files=[SlackFile(...)])`` shares files (subtype
   ``file_share``); ``files`` serves them at ``url_private`` / ``url_private_download``, to the bot
   token only (anything else gets Slack's HTML sign-in page, status 200).
+- **Uploads** (``_slack_uploads``): ``files.getUploadURLExternal``, the upload URL, and
+  ``files.completeUploadExternal`` (the files shared as one message); ``upload_limit`` caps a file,
+  ``uploads`` keeps what arrived.
+- **Scopes**: the bot token carries ``scopes`` (default ``DEFAULT_SCOPES``); a method that needs one it
+  lacks (the files methods: ``files:write``) answers ``missing_scope`` with ``needed`` and ``provided``.
 
 ``user_says`` builds a ``message`` event (plus the ``app_mention`` Slack also sends for a mention)
 and delivers it over the socket when one is connected, else to ``events_url``; ``redeliver(body,
@@ -51,15 +56,19 @@ from aiohttp import WSMsgType, web
 from ._base import FakeServer, SentMessage
 from ._slack_chat import BOT_ID, BOT_USER, STREAM_METHODS, TIER_LIMITS, ChatMethods
 from ._slack_files import LOGIN_PAGE, SlackFile, SlackFiles
+from ._slack_uploads import UPLOAD_LIMIT, PendingUpload, UploadMethods
 
 __all__ = [
     "APP_TOKEN",
     "BOT_TOKEN",
     "BOT_USER",
+    "DEFAULT_SCOPES",
     "LOGIN_PAGE",
     "SIGNING_SECRET",
     "TIER_LIMITS",
+    "UPLOAD_LIMIT",
     "FakeSlack",
+    "PendingUpload",
     "SlackFile",
     "sign",
 ]
@@ -69,6 +78,11 @@ APP_TOKEN = "xapp-1-A111-2222-fakeapptoken"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TEAM = "T0TEAM001"
 APP_ID = "A0APP0001"
+#: the bot scopes the README asks for
+DEFAULT_SCOPES = frozenset({"chat:write", "app_mentions:read", "im:history", "channels:history", "groups:history",
+                            "files:read", "files:write"})
+#: the scope a method needs beyond a valid bot token
+_NEEDED = {"files.getUploadURLExternal": "files:write", "files.completeUploadExternal": "files:write"}
 
 
 
@@ -88,7 +102,7 @@ class _Socket:
         self.closed = asyncio.Event()
 
 
-class FakeSlack(ChatMethods, FakeServer):
+class FakeSlack(ChatMethods, UploadMethods, FakeServer):
     platform = "slack"
 
     def __init__(
@@ -101,6 +115,7 @@ class FakeSlack(ChatMethods, FakeServer):
         streaming: bool = True,
         rate_limits: dict[str, int] | None = None,
         rate_window: float = 60.0,
+        scopes: frozenset[str] = DEFAULT_SCOPES,
     ) -> None:
         super().__init__()
         self.bot_token = bot_token
@@ -130,6 +145,12 @@ class FakeSlack(ChatMethods, FakeServer):
         self._http: aiohttp.ClientSession | None = None
         #: the files users shared, served like files.slack.com
         self.files = SlackFiles(TEAM, lambda: self.bot_token)
+        #: the scopes the bot token was granted
+        self.scopes = set(scopes)
+        #: the largest file ``files.getUploadURLExternal`` takes (``file_upload_size_restricted`` above)
+        self.upload_limit = UPLOAD_LIMIT
+        #: every upload begun, by file id
+        self.uploads: dict[str, PendingUpload] = {}
 
     # ------------------------------------------------------------- lifecycle
 
@@ -148,6 +169,7 @@ class FakeSlack(ChatMethods, FakeServer):
         app.router.add_route("*", "/api/{method}", self._api)
         app.router.add_get("/socket/{n}", self._socket)
         self.files.add_routes(app)
+        self.add_upload_routes(app)
 
     def _error_body(self, status: int, description: str | None) -> Any:
         return {"ok": False, "error": description or ("ratelimited" if status == 429 else "internal_error")}
@@ -205,6 +227,10 @@ class FakeSlack(ChatMethods, FakeServer):
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None or (method in STREAM_METHODS and not self.streaming):
             return self._respond(call, 200, {"ok": False, "error": "unknown_method"})
+        needed = _NEEDED.get(method)
+        if needed is not None and needed not in self.scopes:
+            return self._respond(call, 200, {"ok": False, "error": "missing_scope", "needed": needed,
+                                             "provided": ",".join(sorted(self.scopes))})
         wait = self._rate_limited(method)
         if wait is not None:
             return self._respond(call, 429, {"ok": False, "error": "ratelimited"}, {"Retry-After": str(wait)})

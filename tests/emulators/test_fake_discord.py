@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -365,3 +366,41 @@ async def test_discord_py_holds_edits_back_by_the_headers(fake_discord: FakeDisc
     # No 429: discord.py sent the third edit only once the window of the first two had passed (a 429 would
     # have shown here as 429, 200: it retries those).
     assert [c.status for c in fake.calls_to("edit_message")] == [200, 200, 200]
+
+
+def _form(payload: dict[str, Any], files: list[tuple[str, bytes]]) -> aiohttp.FormData:
+    form = aiohttp.FormData()
+    form.add_field("payload_json", json.dumps(payload), content_type="application/json")
+    for n, (name, data) in enumerate(files):
+        form.add_field(f"files[{n}]", data, filename=name, content_type="application/octet-stream")
+    return form
+
+
+async def test_uploads_caps_and_nonces_on_the_wire(fake_discord: FakeDiscord) -> None:
+    fake = fake_discord
+    fake.upload_limit = 100
+    headers = {"Authorization": f"Bot {fake.token}"}
+    url = f"{fake.base_url}/channels/{fake.general}/messages"
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url, headers=headers, data=_form({"content": "two"}, [("a.png", b"\x89PNG"),
+                                                                                   ("b.txt", b"hi")])) as resp:
+            made = await resp.json()
+        assert resp.status == 200 and made["content"] == "two"
+        # Discord types an attachment by its name, whatever the part said.
+        assert [(a["filename"], a["content_type"], a["size"]) for a in made["attachments"]] == [
+            ("a.png", "image/png", 4), ("b.txt", "text/plain", 2)]
+        async with http.post(url, headers=headers, data=_form({}, [(f"{n}.txt", b"x") for n in range(11)])) as resp:
+            assert resp.status == 400 and (await resp.json())["code"] == 50035
+        async with http.post(url, headers=headers, data=_form({}, [("a.bin", b"x" * 60), ("b.bin", b"y" * 41)])) as resp:
+            assert resp.status == 413 and (await resp.json()) == {"message": "Request entity too large", "code": 40005}
+        async with http.post(url, headers=headers, data=_form({"nonce": "n" * 26, "enforce_nonce": True},
+                                                              [("a.bin", b"x")])) as resp:
+            assert resp.status == 400 and (await resp.json())["code"] == 50035
+        ids = []
+        for body in ({"nonce": "once", "enforce_nonce": True}, {"nonce": "once", "enforce_nonce": True},
+                     {"nonce": "once"}):
+            async with http.post(url, headers=headers, data=_form(body, [("a.bin", b"x")])) as resp:
+                ids.append((await resp.json())["id"])
+    # Enforced: the second create returns the first message; a nonce without enforce_nonce is not checked.
+    assert ids[0] == ids[1] != ids[2]
+    assert [m["id"] for m in fake.channel_messages(fake.general)] == [made["id"], ids[0], ids[2]]

@@ -227,3 +227,65 @@ async def test_shared_files_need_the_bot_token(fake_slack: FakeSlack) -> None:
         async with http.get(unknown, headers={"Authorization": f"Bearer {BOT_TOKEN}"}) as resp:
             assert resp.status == 404
     assert [r["authorized"] for r in fake.files.requests] == [True, True, False, False, True]
+
+
+async def test_files_upload_v2_shares_the_files_as_one_message(fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    web_client = client(fake)
+    done = await web_client.files_upload_v2(channel="C0CHAN001", thread_ts="1700000000.000001",
+                                            file_uploads=[{"content": b"one", "filename": "a.txt"},
+                                                          {"content": b"two!", "filename": "b.png"}])
+    [message] = [m for m in fake.messages.values() if m.get("files")]
+    assert [(f["name"], f["mimetype"], f["size"]) for f in message["files"]] == [("a.txt", "text/plain", 3),
+                                                                              ("b.png", "image/png", 4)]
+    assert message["thread_ts"] == "1700000000.000001" and message["user"] == BOT_USER
+    shares = done["files"][0]["shares"]["public"]["C0CHAN001"]
+    assert shares == [{"ts": message["ts"], "thread_ts": "1700000000.000001"}]
+    assert [u.data for u in fake.uploads.values()] == [b"one", b"two!"]
+    # What the bot shared is served like a user's file, to the bot token only.
+    async with aiohttp.ClientSession() as http:
+        async with http.get(message["files"][0]["url_private_download"],
+                            headers={"Authorization": f"Bearer {BOT_TOKEN}"}) as resp:
+            assert await resp.read() == b"one"
+
+
+async def test_upload_errors_as_slack_documents_them(fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    fake.upload_limit = 10
+    web_client = client(fake)
+
+    async def error_of(method: str, **params: Any) -> str:
+        with pytest.raises(SlackApiError) as failed:
+            await web_client.api_call(method, params=params)
+        return str(failed.value.response["error"])
+
+    assert await error_of("files.getUploadURLExternal", filename="a", length=0) == "missing_argument"
+    assert await error_of("files.getUploadURLExternal", filename="a", length="ten") == "invalid_arguments"
+    assert await error_of("files.getUploadURLExternal", filename="a", length=11) == "file_upload_size_restricted"
+    assert await error_of("files.completeUploadExternal", files='[{"id": "F0NOPE"}]') == "file_not_found"
+    got = await web_client.files_getUploadURLExternal(filename="a.txt", length=3)
+    url, file_id = got["upload_url"], got["file_id"]
+    # Not uploaded yet: nothing to complete.
+    assert await error_of("files.completeUploadExternal", files=f'[{{"id": "{file_id}"}}]') == "file_not_found"
+    async with aiohttp.ClientSession() as http:
+        async with http.post(url, data=b"four") as resp:
+            assert resp.status == 400  # not the declared length
+        form = aiohttp.FormData()
+        form.add_field("file", b"abc", filename="a.txt")
+        async with http.post(url, data=form) as resp:
+            assert resp.status == 200 and await resp.text() == "OK - 3"
+        async with http.post(url, data=b"abc") as resp:
+            assert resp.status == 404  # an upload URL is good once
+    # Without channel_id the file stays private: no message.
+    done = await web_client.files_completeUploadExternal(files=[{"id": file_id, "title": "a"}])
+    assert done["files"][0]["shares"] == {} and not [m for m in fake.messages.values() if m.get("files")]
+    assert await error_of("files.completeUploadExternal", files=f'[{{"id": "{file_id}"}}]') == "file_not_found"
+
+
+async def test_upload_methods_need_files_write() -> None:
+    async with FakeSlack(scopes=frozenset({"chat:write", "files:read"})) as fake:
+        with pytest.raises(SlackApiError) as refused:
+            await client(fake).files_getUploadURLExternal(filename="a.txt", length=3)
+    data = refused.value.response.data
+    assert isinstance(data, dict)
+    assert (data["error"], data["needed"], data["provided"]) == ("missing_scope", "files:write", "chat:write,files:read")
