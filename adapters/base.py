@@ -354,6 +354,11 @@ class Adapter(abc.ABC):
         """
         raise MediaUnavailableError(f"{self.platform} cannot send files")
 
+    def file_link(self, file: OutboundFile) -> str | None:
+        """Where a person can get ``file``, for an adapter that cannot send files
+        (``max_upload_bytes`` 0) but can serve them (the HTTP API's ``/v1/files/<id>``); None: nowhere."""
+        return None
+
     async def fetch(self, attachment: Attachment, *, limit: int) -> AsyncIterator[bytes]:
         """The bytes of ``attachment`` as they arrive, from the platform's own file endpoint.
 

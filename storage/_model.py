@@ -82,6 +82,17 @@ class SeenMessage:
 
 
 @dataclass(frozen=True)
+class LedgerFile:
+    """A file that goes with a reply, as the delivery ledger keeps it (its bytes: the media store)."""
+
+    sha256: str
+    name: str
+    mime: str
+    kind: str
+    size: int
+
+
+@dataclass(frozen=True)
 class PendingReply:
     """An outbox row not yet marked sent: what a crash may have cut off."""
 
@@ -96,6 +107,9 @@ class PendingReply:
     message_ids: tuple[str, ...] = ()
     #: True for a stream whose answer was never stored (the turn was cut off): its messages show a fragment
     interrupted: bool = False
+    #: the files that go with it, and how many of them the platform already took
+    files: tuple[LedgerFile, ...] = ()
+    files_sent: int = 0
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -21,7 +23,7 @@ from ..base import (
     SendKind,
     SendResult,
 )
-from ..media import Attachment
+from ..media import Attachment, OutboundFile
 from ._request import (
     MAX_BODY_BYTES,
     MAX_MEDIA_BYTES,
@@ -41,6 +43,8 @@ _SHUTTING_DOWN = ("The gateway is shutting down; send the message again later.",
                   ReplyError(503, "server_error", "shutting_down", 30))
 #: seconds a remote image's whole download may take
 _REMOTE_TIMEOUT = 30.0
+#: files linked from answers that ``/v1/files/<id>`` serves (older links 404)
+_MAX_LINKED = 1000
 
 
 @dataclass
@@ -81,10 +85,13 @@ class ApiServerAdapter(Adapter):
         self._write_timeout = write_timeout
         self._waiting: dict[str, _Waiting] = {}
         self._stopped = asyncio.Event()
+        #: the files answers linked to, by id (the most recent ``_MAX_LINKED``)
+        self._linked: OrderedDict[str, OutboundFile] = OrderedDict()
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_get("/v1/files/{id}", self._file)
         # Last: what the two above do not match under /v1 gets an OpenAI-style 404 (or 405).
         app.router.add_route("*", "/v1/{tail:.*}", self._unknown)
 
@@ -124,6 +131,26 @@ class ApiServerAdapter(Adapter):
                                    include_usage=waiting.asked.include_usage, write_timeout=self._write_timeout,
                                    hand_over=hand_over)
         return waiting.stream
+
+    def file_link(self, file: OutboundFile) -> str | None:
+        """``/v1/files/<id>``, served behind the API key while this daemon runs."""
+        if not file.id:
+            return None
+        self._linked[file.id] = file
+        self._linked.move_to_end(file.id)
+        while len(self._linked) > _MAX_LINKED:
+            self._linked.popitem(last=False)
+        return f"/v1/files/{file.id}"
+
+    async def _file(self, request: web.Request) -> web.StreamResponse:
+        if not self._authorized(request):
+            return self._unauthorized()
+        file = self._linked.get(request.match_info["id"])
+        if file is None or not file.path.is_file():
+            return error_response(404, "No such file (links last while the gateway runs).", code="file_not_found")
+        disposition = f"attachment; filename*=UTF-8''{quote(file.name)}"
+        return web.FileResponse(file.path, headers={"Content-Type": file.mime, "Content-Disposition": disposition,
+                                                     "X-Content-Type-Options": "nosniff"})
 
     async def fetch(self, attachment: Attachment, *, limit: int) -> AsyncIterator[bytes]:
         """An inline part's bytes; a remote image (``ref`` is its URL) downloaded from public addresses

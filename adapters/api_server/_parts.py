@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..base import MalformedUpdateError
 from ..media import Attachment, AttachmentKind
 
 __all__ = ["MAX_MEDIA_PARTS", "Content", "ContentError", "read_content"]
@@ -33,7 +34,7 @@ _REMOTE_SETTING = "platforms.api_server.allow_remote_media"
 _MEDIA_SETTING = "platforms.api_server.max_media_bytes"
 
 
-class ContentError(ValueError):
+class ContentError(MalformedUpdateError):
     """A content part that cannot be taken: the HTTP status, the message a client reads, the
     OpenAI-style code, and ``param`` (where in the request, ``messages[0].content[1]``)."""
 

@@ -6,7 +6,7 @@ import importlib
 
 import structlog
 
-from ._base import Tool, ToolContext, ToolError, ToolHandler
+from ._base import FileOutbox, Tool, ToolContext, ToolError, ToolHandler
 from ._registry import ToolOutcome, ToolRegistry, ToolsetPolicy
 
 log = structlog.get_logger("hermes.tools")
@@ -16,11 +16,12 @@ _BUILTIN_SOURCES = (
     ("core.tools.memory_tool", "MEMORY_TOOL"),
     ("core.tools.session_search", "SESSION_SEARCH_TOOL"),
     ("core.tools.skills_tools", "SKILL_TOOLS"),
+    ("core.tools.send_file", "SEND_FILE_TOOL"),
 )
 
 
 def builtin_tools() -> list[Tool]:
-    """memory, session_search, skills_categories, skills_list, skill_view, skill_manage."""
+    """memory, session_search, skills_categories, skills_list, skill_view, skill_manage, send_file."""
     tools: list[Tool] = []
     for module_name, attribute in _BUILTIN_SOURCES:
         try:
@@ -41,6 +42,7 @@ def builtin_registry() -> ToolRegistry:
 
 
 __all__ = [
+    "FileOutbox",
     "Tool",
     "ToolContext",
     "ToolError",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from storage.errors import GatewayError
 
@@ -43,6 +43,21 @@ class ToolContext:
     #: names of the environment variables set for the daemon, .env included; a skill requiring
     #: another is hidden (None: the process environment)
     env_names: frozenset[str] | None = None
+    #: the files of this turn's answer (None: this turn cannot send files)
+    files: FileOutbox | None = None
+    #: the folders ``send_file`` may read from (the workspace, the media store)
+    file_roots: tuple[Path, ...] = ()
+
+
+class FileOutbox(Protocol):
+    """Where ``send_file`` puts the files of this turn's answer (the gateway stores and sends them)."""
+
+    async def add_path(self, path: Path, name: str) -> str:
+        """Take the file at ``path`` (already confined to the roots); a line saying what will be sent.
+        Raises ``ToolError`` when it cannot be sent (too large, too many)."""
+
+    async def add_bytes(self, data: bytes, name: str) -> str:
+        """The same for bytes the agent made."""
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]

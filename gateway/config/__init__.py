@@ -27,6 +27,7 @@ from gateway.config.models import (
     StreamingConfig,
     SttConfig,
     ToolsetsConfig,
+    TtsConfig,
     secret_values,
 )
 from gateway.config.reference import settings_table
@@ -56,6 +57,7 @@ __all__ = [
     "StreamingConfig",
     "SttConfig",
     "ToolsetsConfig",
+    "TtsConfig",
     "default_home",
     "env_sections",
     "known_keys",

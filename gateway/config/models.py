@@ -35,6 +35,7 @@ __all__ = [
     "StreamingConfig",
     "SttConfig",
     "ToolsetsConfig",
+    "TtsConfig",
     "secret_values",
 ]
 
@@ -245,6 +246,21 @@ class SttConfig(EnvSection):
         return "openai" if self.base_url else "none"
 
 
+class TtsConfig(EnvSection):
+    """``tts``: voice replies through an OpenAI-compatible /v1/audio/speech endpoint; every key also
+    as ``HERMES_TTS_<KEY>``."""
+
+    env_prefix: ClassVar[str] = "HERMES_TTS_"
+
+    base_url: str | None = None
+    model: str = "tts-1"
+    voice: str = "alloy"
+    api_key: SecretStr | None = None
+    timeout: float = Field(default=60.0, gt=0)
+    #: a voice message is answered with a voice note too (the text still comes); needs base_url
+    reply_to_voice: bool = False
+
+
 class ModelPrice(_Section):
     """``pricing.<model>``: US dollars per million tokens, for the cost in ``hermes-gateway insights``.
 
@@ -274,6 +290,7 @@ class Settings(_Section):
     streaming: StreamingConfig = Field(default_factory=StreamingConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
     stt: SttConfig = Field(default_factory=SttConfig)
+    tts: TtsConfig = Field(default_factory=TtsConfig)
     #: model name -> its prices (no entry: that model's cost is not shown)
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
 

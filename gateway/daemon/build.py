@@ -30,7 +30,7 @@ from gateway.routing.router import Router
 from gateway.routing.services import Services
 from gateway.routing.session_index import SessionIndex
 from gateway.routing.turns import AgentMaker, Turns
-from storage import StateStore
+from storage import MediaStore, StateStore
 
 
 @dataclass(frozen=True)
@@ -50,20 +50,22 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
     commands = CommandRegistry()
     register_all_commands(commands)
     default = agents if isinstance(agents, DefaultAgents) else None
+    # One store of files for the daemon: what a turn holds, a sweep must see (storage.MediaStore).
+    blobs = MediaStore(config.home / "media")
     services = Services(
         config=config,
         store=store,
         index=SessionIndex(store, settings.session_reset),
         dedupe=Dedupe(store, settings.gateway.dedupe_retention_hours),
         lanes=Lanes(settings.gateway.max_concurrent_turns, settings.gateway.max_queued_per_session),
-        delivery=Delivery(store, adapters, metrics),
+        delivery=Delivery(store, adapters, metrics, blobs=blobs),
         adapters=adapters,
         key_settings=key_settings(config),
         home_channels=HomeChannels(store),
         metrics=metrics,
         compressor=default,
         model_name=settings.model.default,
-        media=build_media(config, store),
+        media=build_media(config, store, blobs),
     )
     if memory_flush is None and default is not None:
         memory_flush = default.memory_flush

@@ -9,7 +9,19 @@ Built once by the daemon (``build_media``) from the validated config.
 
 from .build import build_media
 from .intake import MediaIntake, TakenMedia
+from .outbox import MAX_FILES, TurnFiles, from_ledger, to_ledger
 from .pruner import MediaPruner, PruneReport
 from .recall import ImageRecall
 
-__all__ = ["ImageRecall", "MediaIntake", "MediaPruner", "PruneReport", "TakenMedia", "build_media"]
+__all__ = [
+    "MAX_FILES",
+    "ImageRecall",
+    "MediaIntake",
+    "MediaPruner",
+    "PruneReport",
+    "TakenMedia",
+    "TurnFiles",
+    "build_media",
+    "from_ledger",
+    "to_ledger",
+]

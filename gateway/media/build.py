@@ -46,10 +46,10 @@ def _transcriber(config: LoadedConfig) -> Transcriber | None:
                            stt.timeout)
 
 
-def build_media(config: LoadedConfig, store: StateStore) -> MediaIntake:
+def build_media(config: LoadedConfig, store: StateStore, blobs: MediaStore) -> MediaIntake:
+    """The media room over ``blobs``, the daemon's one store of files (delivery shares it)."""
     settings = config.settings
     model = settings.model
-    blobs = MediaStore(config.home / "media")
     vision = VisionSettings(enabled=model.vision, auxiliary=model.vision_auxiliary, base_url=model.base_url,
                             api_key=model.api_key.get_secret_value() if model.api_key else None,
                             timeout=model.timeout)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from gateway.config import MediaConfig
-from storage import MediaStore, StateStore, attachments, retention_plan
+from storage import MediaStore, StateStore, attachments, outbound, retention_plan
 
 log = structlog.get_logger("hermes.media")
 
@@ -38,7 +38,13 @@ class MediaPruner:
         self._settings = settings
 
     async def _referenced(self, digests: set[str]) -> set[str]:
-        return await self._store.read(lambda conn: attachments.referenced(conn, digests))
+        """Files some attachment row names, or some reply of the retention period sends."""
+        since = time.time() - self._settings.retention_days * 86400
+
+        def read(conn: sqlite3.Connection) -> set[str]:
+            return attachments.referenced(conn, digests) | outbound.files_referenced(conn, digests, since=since)
+
+        return await self._store.read(read)
 
     async def run(self, *, now: float | None = None) -> PruneReport:
         s = self._settings

@@ -17,9 +17,11 @@ from typing import TYPE_CHECKING
 import structlog
 
 from adapters.base import Adapter, OutboundMessage, SendKind
+from core.media import human_size
 from gateway.errors import GatewayError
 from gateway.logs import redact
-from storage import PendingReply, StateStore, outbound
+from gateway.media import from_ledger, to_ledger
+from storage import MediaStore, PendingReply, StateStore, outbound
 
 if TYPE_CHECKING:
     from gateway.routing.metrics import GatewayMetrics
@@ -42,7 +44,7 @@ def record_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: st
     """
     return outbound.record(conn, session_key=session_key, session_id=session_id, platform=out.platform,
                            chat_id=out.chat_id, thread_id=out.thread_id, reply_to=out.reply_to, text=out.text,
-                           now=time.time())
+                           now=time.time(), files=to_ledger(out.files))
 
 
 def record_stream(conn: sqlite3.Connection, target: OutboundMessage, session_key: str | None,
@@ -62,16 +64,32 @@ def record_stream(conn: sqlite3.Connection, target: OutboundMessage, session_key
 def settle_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: str | None, session_id: str | None,
                  ledger_id: int | None) -> int:
     """The outbox row of a stored answer: the stream's row when it has one, else a new one."""
-    if ledger_id is not None and outbound.settle_stream(conn, ledger_id, out.text, session_id):
+    if ledger_id is not None and outbound.settle_stream(conn, ledger_id, out.text, session_id, to_ledger(out.files)):
         return ledger_id
     return record_reply(conn, out, session_key, session_id)
 
 
+def with_file_links(adapter: Adapter, out: OutboundMessage) -> OutboundMessage:
+    """``out`` as an adapter that cannot send files shows it: a line per file, with its link
+    where the adapter serves files (the HTTP API), and no files left to send."""
+    if not out.files or adapter.max_upload_bytes > 0:
+        return out
+    lines = []
+    for f in out.files:
+        link = adapter.file_link(f)
+        lines.append(f"📎 {f.name} ({human_size(f.size)}): {link}" if link
+                     else f"📎 {f.name} ({human_size(f.size)}) could not be sent here.")
+    text = "\n\n".join(p for p in (out.text, "\n".join(lines)) if p)
+    return dataclasses.replace(out, text=text, files=())
+
+
 class Delivery:
     def __init__(self, store: StateStore, adapters: Mapping[str, Adapter],
-                 metrics: GatewayMetrics | None = None) -> None:
+                 metrics: GatewayMetrics | None = None, *, blobs: MediaStore | None = None) -> None:
         self._store = store
         self._adapters = adapters
+        #: where the files of replies are kept (a retry after a crash sends them from there)
+        self._blobs = blobs
         #: None in tests that build a bare Delivery
         self.metrics = metrics
         self._marks: set[asyncio.Task[None]] = set()
@@ -92,11 +110,19 @@ class Delivery:
             log.error("delivery.no_adapter", platform=out.platform)
             return False
         if out.kind is not SendKind.REPLY or not self.recoverable(out.platform):
-            return await self._send_chunks(adapter, out) is None
+            if out.files:  # not retried, but noted: its files are kept for media.retention_days
+                await self._store.write(lambda c: outbound.mark(c, record_reply(c, out, session_key, session_id),
+                                                                "sent", None, now=time.time()))
+            shown = with_file_links(adapter, out)
+            return await self._send_chunks(adapter, shown) is None and \
+                await self._send_files(adapter, shown, None) is None
         if ledger_id is None:
             ledger_id = await self._store.write(lambda c: record_reply(c, out, session_key, session_id))
+        out = with_file_links(adapter, out)
         try:
             error = await self._send_chunks(adapter, out)
+            if error is None:
+                error = await self._send_files(adapter, out, ledger_id)
         except asyncio.CancelledError:
             # Stopped mid-send (a withdrawn handoff summary, a drain cut): part may be out, so a
             # restart must not send it again.
@@ -118,8 +144,10 @@ class Delivery:
         A stream that cannot finish (its message was deleted, the platform refuses) is
         answered anew, as a reply sent whole would be.
         """
+        adapter = self._adapters.get(out.platform)
+        shown = with_file_links(adapter, out) if adapter is not None else out
         try:
-            await driver.finish(out)
+            await driver.finish(shown)
         except asyncio.CancelledError:
             if ledger_id is not None:
                 await asyncio.shield(self._mark(ledger_id, "expired", "stopped while sending"))
@@ -130,9 +158,13 @@ class Delivery:
             return await self.send(out, ledger_id=ledger_id)  # a notice goes without the ledger
         if self.metrics is not None:
             self.metrics.messages_out.labels(out.platform).inc()
+        error = await self._send_files(adapter, shown, ledger_id) if adapter is not None else None
         if ledger_id is not None:
+            if error is not None:
+                await self._mark(ledger_id, "failed", error)
+                return False
             self._mark_later(ledger_id, "sent")
-        return True
+        return error is None
 
     def _mark_later(self, ledger_id: int, status: str) -> None:
         task = asyncio.create_task(self._mark(ledger_id, status))
@@ -168,6 +200,40 @@ class Delivery:
             log.error("delivery.send_failed", platform=out.platform, chat_id=out.chat_id, error=detail)
             # The reason is shown to people (a failed handoff says it): an error of ours says what
             # happened; the text of any other is a library's internals (``ContentLengthError: ...``).
+            return redact(detail if isinstance(exc, GatewayError) else type(exc).__name__)
+        return None
+
+    async def _send_files(self, adapter: Adapter, out: OutboundMessage, ledger_id: int | None,
+                          already: int = 0) -> str | None:
+        """Send ``out.files[already:]`` after its text; the error text if that failed, else None.
+
+        Each file the platform takes is noted in the ledger at once, so a retry after a crash
+        sends only the rest. A file larger than the platform takes gets a note instead.
+        """
+        rest = list(enumerate(out.files))[already:]
+        if not rest:
+            return None
+        limit = adapter.max_upload_bytes
+        fits = [(i, f) for i, f in rest if f.size <= limit]
+        too_big = [f for _, f in rest if f.size > limit]
+
+        async def sent(k: int) -> None:
+            if ledger_id is not None:
+                done = fits[k][0] + 1
+                await self._store.write(lambda c: outbound.set_files_sent(c, ledger_id, done))
+
+        try:
+            if fits:
+                await adapter.send_files(out, tuple(f for _, f in fits), sent=sent)
+            if too_big:
+                note = "\n".join(f"⚠️ {f.name} ({human_size(f.size)}) is too large to send here "
+                                  f"(the limit is {human_size(limit)})." for f in too_big)
+                await adapter.send(dataclasses.replace(out, text=note, kind=SendKind.NOTICE, files=()))
+        except Exception as exc:
+            if self.metrics is not None:
+                self.metrics.send_failures.labels(out.platform).inc()
+            detail = f"{type(exc).__name__}: {exc}"[:300]
+            log.error("delivery.files_failed", platform=out.platform, chat_id=out.chat_id, error=redact(detail))
             return redact(detail if isinstance(exc, GatewayError) else type(exc).__name__)
         return None
 
@@ -214,10 +280,14 @@ class Delivery:
                 await self._mark(item.id, "expired", "cut off by a restart before the answer was stored"
                                  if shown else "cut off before the answer was stored; its fragment stays")
                 continue
-            out = OutboundMessage(platform, item.chat_id, RECOVERED_PREFIX + item.text, item.thread_id, item.reply_to)
+            files = from_ledger(item.files, self._blobs) if self._blobs is not None else ()
+            out = with_file_links(adapter, OutboundMessage(platform, item.chat_id, RECOVERED_PREFIX + item.text,
+                                                           item.thread_id, item.reply_to, files=files))
             # A streamed answer's messages become the answer; without them it is sent anew.
             error = None if item.message_ids and await self._resume(adapter, out, item.message_ids) \
                 else await self._send_chunks(adapter, out)
+            if error is None:
+                error = await self._send_files(adapter, out, item.id, already=item.files_sent)
             await self._mark(item.id, "recovered" if error is None else "failed", error)
             sent += error is None
             if self.metrics is not None:

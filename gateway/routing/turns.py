@@ -34,7 +34,7 @@ from gateway.errors import (
     describe,
 )
 from gateway.logs import redact
-from gateway.media import TakenMedia
+from gateway.media import TakenMedia, TurnFiles
 from gateway.routing.delivery import record_stream, settle_reply
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
@@ -200,14 +200,17 @@ class Turns:
                 text = taken.text
             header, footer = taken.notes(shared=msg.chat_type is not ChatType.DM,
                                          echo=services.config.settings.stt.echo_transcript) if taken else ("", "")
+            # What the agent's send_file hands over goes out with the answer.
+            files = TurnFiles(services.media.blobs, limit=services.media.limit) if services.media else None
 
             def reply_to_user(answer: str, kind: SendKind = SendKind.REPLY, *, error: ReplyError | None = None,
                               usage: TokenUsage | None = None) -> OutboundMessage:
                 # The title the user was told was saved could not be applied: say so with this reply.
                 body = f"{answer}\n\n⚠️ {note}" if note else answer
                 body = f"{header}{body}{footer}"
+                sent = tuple(files.files) if files is not None and kind is SendKind.REPLY else ()
                 return OutboundMessage(msg.platform, msg.chat_id, redact(body), msg.thread_id, msg.message_id, kind,
-                                       error=error, usage=usage)
+                                       error=error, usage=usage, files=sent)
 
             outbox = (_Outbox(key, binding.session_id, reply_to_user) if services.delivery.recoverable(msg.platform)
                       else None)
@@ -232,6 +235,7 @@ class Turns:
                 link=taken.link if taken is not None and taken.rows else None,
                 recall_images=services.media.recall if services.media is not None else None,
                 image_history_turns=services.config.settings.media.image_history_turns,
+                files=files,
             )
             error: ReplyError | None = None
             usage: TokenUsage | None = None
@@ -242,6 +246,8 @@ class Turns:
                 reply = result.text
                 usage = TokenUsage(result.usage.input_tokens, result.usage.output_tokens)
             except asyncio.CancelledError:
+                if files is not None:
+                    files.release()
                 if outbox is not None and outbox.id is not None:  # stopped after the answer was stored
                     await asyncio.shield(services.delivery.withdraw(outbox.id, "the turn was stopped"))
                 if stream is not None:  # what was written stays visible, marked (the agent stored it)
@@ -261,20 +267,24 @@ class Turns:
                 services.metrics.turn_seconds.observe(time.perf_counter() - started)
                 if taken is not None and services.media is not None:  # its rows are written (or never will be)
                     services.media.blobs.release(*taken.digests)
-            ledger_id = outbox.id if outbox is not None else None
-            if ledger_id is not None and kind is not SendKind.REPLY:
-                # The answer was stored, then the turn failed: the error notice goes out instead.
-                await services.delivery.withdraw(ledger_id, "the turn failed after its answer was stored")
-                ledger_id = None
-            out = reply_to_user(reply, kind, error=error, usage=usage)
-            if stream is not None and stream.shown:
-                sent = await services.delivery.finish_stream(stream, out, ledger_id=ledger_id)
-            else:
-                if stream is not None:
-                    await stream.close()
-                sent = await services.delivery.send(out, session_key=key, session_id=binding.session_id,
-                                                    ledger_id=ledger_id)
-            return sent and kind is SendKind.REPLY
+            try:
+                ledger_id = outbox.id if outbox is not None else None
+                if ledger_id is not None and kind is not SendKind.REPLY:
+                    # The answer was stored, then the turn failed: the error notice goes out instead.
+                    await services.delivery.withdraw(ledger_id, "the turn failed after its answer was stored")
+                    ledger_id = None
+                out = reply_to_user(reply, kind, error=error, usage=usage)
+                if stream is not None and stream.shown:
+                    sent = await services.delivery.finish_stream(stream, out, ledger_id=ledger_id)
+                else:
+                    if stream is not None:
+                        await stream.close()
+                    sent = await services.delivery.send(out, session_key=key, session_id=binding.session_id,
+                                                        ledger_id=ledger_id)
+                return sent and kind is SendKind.REPLY
+            finally:
+                if files is not None:  # a ledger row names them now (or never will)
+                    files.release()
 
     async def _take_media(self, msg: InboundMessage) -> TakenMedia | None:
         """The message's attachments as the agent reads them; None (the person told why) when they

@@ -16,11 +16,11 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from ..errors import SchemaError
+from ._gateway_schema import GATEWAY_MIGRATIONS
 from ._schema import (
     BASE_TABLES_DDL,
     FTS_DDL,
     FTS_TRIGGERS_DDL,
-    GATEWAY_MIGRATIONS,
     GATEWAY_VERSION_KEY,
     INDEXES_DDL,
     LEGACY_FTS_TRIGGERS,

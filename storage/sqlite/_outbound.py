@@ -7,18 +7,50 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 
-from .._model import PendingReply
+from .._model import LedgerFile, PendingReply
 
 
 def record(conn: sqlite3.Connection, *, session_key: str | None, session_id: str | None, platform: str,
-           chat_id: str, thread_id: str | None, reply_to: str | None, text: str, now: float) -> int:
+           chat_id: str, thread_id: str | None, reply_to: str | None, text: str, now: float,
+           files: Sequence[LedgerFile] = ()) -> int:
     """A new ``pending`` row; its id."""
     cur = conn.execute(
         "INSERT INTO gateway_outbound (session_key, session_id, platform, chat_id, thread_id, reply_to, "
-        "text, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (session_key, session_id, platform, chat_id, thread_id, reply_to, text, now),
+        "text, created_at, files) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (session_key, session_id, platform, chat_id, thread_id, reply_to, text, now, _files_json(files)),
     )
     return int(cur.lastrowid or 0)
+
+
+def _files_json(files: Sequence[LedgerFile]) -> str | None:
+    if not files:
+        return None
+    return json.dumps([{"sha256": f.sha256, "name": f.name, "mime": f.mime, "kind": f.kind, "size": f.size}
+                       for f in files])
+
+
+def _files(raw: str | None) -> tuple[LedgerFile, ...]:
+    try:
+        value = json.loads(raw) if raw else []
+        return tuple(LedgerFile(str(f["sha256"]), str(f["name"]), str(f["mime"]), str(f["kind"]), int(f["size"]))
+                     for f in value)
+    except (ValueError, TypeError, KeyError):
+        return ()
+
+
+def set_files_sent(conn: sqlite3.Connection, ledger_id: int, count: int) -> None:
+    """The platform has taken the first ``count`` files of the reply (a retry sends the rest)."""
+    conn.execute("UPDATE gateway_outbound SET files_sent = MAX(COALESCE(files_sent, 0), ?) WHERE id = ?", (count, ledger_id))
+
+
+def files_referenced(conn: sqlite3.Connection, sha256s: Iterable[str], *, since: float) -> set[str]:
+    """Those of ``sha256s`` that a reply written since ``since`` carries (its files are kept)."""
+    wanted = set(sha256s)
+    found: set[str] = set()
+    rows = conn.execute("SELECT files FROM gateway_outbound WHERE files IS NOT NULL AND created_at >= ?", (since,))
+    for (raw,) in rows:
+        found.update(f.sha256 for f in _files(raw) if f.sha256 in wanted)
+    return found
 
 
 def open_stream(conn: sqlite3.Connection, *, session_key: str | None, session_id: str | None, platform: str,
@@ -40,13 +72,14 @@ def set_message_ids(conn: sqlite3.Connection, ledger_id: int, message_ids: Seque
     return cur.rowcount > 0
 
 
-def settle_stream(conn: sqlite3.Connection, ledger_id: int, text: str, session_id: str | None) -> bool:
+def settle_stream(conn: sqlite3.Connection, ledger_id: int, text: str, session_id: str | None,
+                  files: Sequence[LedgerFile] = ()) -> bool:
     """The streamed answer is stored: its row becomes a ``pending`` reply with the final text.
     False when there is no such streaming row."""
     cur = conn.execute(
-        "UPDATE gateway_outbound SET text = ?, session_id = COALESCE(?, session_id), status = 'pending' "
-        "WHERE id = ? AND status = 'streaming'",
-        (text, session_id, ledger_id),
+        "UPDATE gateway_outbound SET text = ?, session_id = COALESCE(?, session_id), status = 'pending', "
+        "files = ? WHERE id = ? AND status = 'streaming'",
+        (text, session_id, _files_json(files), ledger_id),
     )
     return cur.rowcount > 0
 
@@ -72,12 +105,13 @@ def expire_pending(conn: sqlite3.Connection, platform: str, *, created_before: f
 def pending(conn: sqlite3.Connection, platform: str) -> list[PendingReply]:
     """The platform's ``pending`` rows and cut-off ``streaming`` ones, oldest first."""
     rows = conn.execute(
-        "SELECT id, platform, chat_id, thread_id, reply_to, text, created_at, message_ids, status "
-        "FROM gateway_outbound WHERE platform = ? AND status IN ('pending', 'streaming') ORDER BY id",
+        "SELECT id, platform, chat_id, thread_id, reply_to, text, created_at, message_ids, status, files, "
+        "files_sent FROM gateway_outbound WHERE platform = ? AND status IN ('pending', 'streaming') ORDER BY id",
         (platform,),
     ).fetchall()
     return [PendingReply(r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_ids=_ids(r[7]),
-                         interrupted=r[8] == "streaming") for r in rows]
+                         interrupted=r[8] == "streaming", files=_files(r[9]), files_sent=int(r[10] or 0))
+            for r in rows]
 
 
 def _ids(raw: str | None) -> tuple[str, ...]:

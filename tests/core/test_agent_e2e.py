@@ -34,7 +34,7 @@ async def test_tool_loop_through_the_daemon(tmp_path: Path, fake_openai: FakeOpe
     assert "Alice prefers short answers." in (home / "memories" / "USER.md").read_text()
     first, second = fake_openai.chat_requests
     assert {t["function"]["name"] for t in first.body["tools"]} == {
-        "memory", "session_search", "skills_categories", "skills_list", "skill_view", "skill_manage"}
+        "memory", "session_search", "skills_categories", "skills_list", "skill_view", "skill_manage", "send_file"}
     assert second.body["messages"][-1]["role"] == "tool"
 
 
@@ -43,7 +43,7 @@ async def test_toolsets_per_platform_from_config(tmp_path: Path, fake_openai: Fa
     async with run_gateway(tmp_path / "hermes", fake_openai.base_url, config=config) as gw:
         assert (await gw.ask("hi")).status_code == 200
     names = {t["function"]["name"] for t in fake_openai.chat_requests[0].body["tools"]}
-    assert names == {"memory", "session_search"}
+    assert names == {"memory", "session_search", "send_file"}
 
 
 async def test_compression_splits_and_the_chat_continues_in_the_new_session(

@@ -8,21 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable
 
 from adapters.base import (
     Adapter,
+    AdapterError,
     ChatType,
     Disposition,
     InboundMessage,
     OutboundMessage,
     SendResult,
 )
-from adapters.media import Attachment
+from adapters.media import Attachment, OutboundFile
 
 
 class ChatAdapter(Adapter):
     platform = "testchat"
     max_message_length = 4096
+    max_upload_bytes = 1 * 2**20
 
     def __init__(self, platform: str = "testchat") -> None:
         super().__init__()
@@ -33,6 +36,10 @@ class ChatAdapter(Adapter):
         self._stopped = asyncio.Event()
         self._ids = itertools.count(1)
         self.fail_sends = 0
+        #: (chat, file name, bytes) of every file sent, in order
+        self.files: list[tuple[str, str, bytes]] = []
+        #: the next send_files fails after this many files (None: it does not)
+        self.fail_files_after: int | None = None
 
     async def connect(self) -> None:
         self._stopped.clear()
@@ -51,6 +58,21 @@ class ChatAdapter(Adapter):
             self.sent.append(message)
             self._changed.notify_all()
         return SendResult((f"out-{len(self.sent)}",))
+
+    async def send_files(self, target: OutboundMessage, files: tuple[OutboundFile, ...], *,
+                         sent: Callable[[int], Awaitable[None]] | None = None) -> SendResult:
+        ids = []
+        for i, file in enumerate(files):
+            if self.fail_files_after is not None and i >= self.fail_files_after:
+                self.fail_files_after = None
+                raise AdapterError("simulated upload failure")
+            async with self._changed:
+                self.files.append((target.chat_id, file.name, file.path.read_bytes()))
+                self._changed.notify_all()
+            ids.append(f"file-{len(self.files)}")
+            if sent is not None:
+                await sent(i)
+        return SendResult(tuple(ids))
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         self.typing.append(chat_id)

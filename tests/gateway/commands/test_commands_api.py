@@ -387,7 +387,7 @@ async def test_a_refused_request_can_be_retried_and_is_refused_alike(gateway_hom
     Idempotency-Key is judged again (the same error), never a 409, and nothing is recorded for it."""
     async with run_gateway(gateway_home, fake_openai.base_url) as run:
         for key, text, status, notice in (("k-long", "y" * 40_000, 413, "That message is too long (40000 characters"),
-                                          ("k-blank", "   ", 400, "That message had nothing I can read")):
+                                          ("k-blank", "   ", 400, "messages[0] is empty")):
             body = {"model": "fake-model", "messages": [{"role": "user", "content": text}], "user": "alice"}
             for _ in range(2):
                 resp = await run.http.post("/v1/chat/completions", headers={"Idempotency-Key": key}, json=body)
