@@ -4,7 +4,8 @@ This module connects and disconnects; the work is done by its parts:
 
 - ``_client``: the bot and its HTTP layer (getMe, a token Telegram refuses);
 - ``_polling`` (default) or ``_webhook``: updates in, with their failure handling;
-- ``_intake`` and ``_inbound``: one update -> one ``InboundMessage`` -> the router;
+- ``_intake`` and ``_inbound``: one update -> one ``InboundMessage`` -> the router (``_media_in``: the
+  files it carries; ``_albums``: an album's updates as one message);
 - ``_outbound`` and ``_format``: replies out, as MarkdownV2 with a plain-text fallback;
 - ``_stream``: an answer shown while it is written (drafts in private chats, edits elsewhere).
 
@@ -42,6 +43,8 @@ class TelegramAdapter(Adapter):
     platform = PLATFORM
     max_message_length = 4096  # UTF-16 code units
     supports_recovery = True
+    #: how long the parts of an album are waited for after the last one came (seconds)
+    media_group_window: float = 0.8
 
     def __init__(self, settings: TelegramSettings) -> None:
         super().__init__()
@@ -51,7 +54,9 @@ class TelegramAdapter(Adapter):
         self._loop_done: asyncio.Event | None = None
         self._sender = Sender(settings, self._connection)
         self._streams = Streams(self._sender, self.split)
-        self._intake = UpdateIntake(settings, self._connection, self.dispatch, self._sender.note_forum)
+        self._intake = UpdateIntake(settings, self._connection, self.dispatch, self._sender.note_forum,
+                                    download_limit=lambda: self.max_download_bytes,
+                                    album_window=lambda: self.media_group_window)
         self._poller = Poller(settings, self._connection, self._intake, self.ready, self._stopping)
         self._webhook = Webhook(settings, self._connection, self._intake, self.ready, self._stopping)
 
