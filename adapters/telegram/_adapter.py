@@ -6,6 +6,7 @@ This module connects and disconnects; the work is done by its parts:
 - ``_polling`` (default) or ``_webhook``: updates in, with their failure handling;
 - ``_intake`` and ``_inbound``: one update -> one ``InboundMessage`` -> the router (``_media_in``: the
   files it carries; ``_albums``: an album's updates as one message);
+- ``_media_fetch``: a file's bytes, when the gateway asks for them (``fetch``);
 - ``_outbound`` and ``_format``: replies out, as MarkdownV2 with a plain-text fallback;
 - ``_stream``: an answer shown while it is written (drafts in private chats, edits elsewhere).
 
@@ -19,15 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from .._split import split_text
 from ..base import Adapter, ChatInfo, ChatType, OutboundMessage, ReplyStream, SendResult
+from ..media import Attachment
 from ._client import BotConnection
 from ._format import markdown_v2_budget
 from ._inbound import PLATFORM
 from ._intake import UpdateIntake
+from ._media_fetch import fetch_file
 from ._outbound import Sender
 from ._polling import Poller
 from ._settings import TelegramSettings
@@ -142,6 +146,16 @@ class TelegramAdapter(Adapter):
         if not message_ids:
             return None
         return self._streams.editing(target, message_ids)
+
+    async def fetch(self, attachment: Attachment, *, limit: int) -> AsyncIterator[bytes]:
+        """A file of an inbound message, by its ``file_id``: getFile, then ``base_file_url`` (``_media_fetch``)."""
+        if attachment.data is not None:
+            async for chunk in super().fetch(attachment, limit=limit):
+                yield chunk
+            return
+        async for chunk in fetch_file(self._connection, attachment, limit=limit,
+                                      read_timeout=self.settings.request_timeout):
+            yield chunk
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self._sender.send_typing(chat_id, thread_id)

@@ -1,0 +1,384 @@
+"""Telegram media in: the real adapter (python-telegram-bot on our aiohttp layer) polling the real
+``FakeTelegram`` over 127.0.0.1, its messages taken by a recording handler in place of the router.
+
+What arrives (attachments, captions, stickers, albums) and how a file's bytes are fetched
+(``TelegramAdapter.fetch``: getFile, then the file endpoint), with the sizes refused before any
+download and errors that never carry the token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+import structlog
+from PIL import Image
+
+from adapters.base import Disposition, InboundMessage, MediaTooLargeError, MediaUnavailableError
+from adapters.media import Attachment, AttachmentKind
+from adapters.telegram import TelegramAdapter, TelegramSettings
+from tests.emulators.fake_telegram import FakeTelegram
+
+WAIT = 15.0
+
+
+class Inbox:
+    """The router's seat: records every message the adapter dispatches."""
+
+    def __init__(self) -> None:
+        self.messages: list[InboundMessage] = []
+        #: ``time.monotonic()`` of each message's arrival (the fake's clock)
+        self.times: list[float] = []
+        self._changed = asyncio.Event()
+
+    async def handle(self, message: InboundMessage) -> Disposition:
+        self.messages.append(message)
+        self.times.append(time.monotonic())
+        self._changed.set()
+        return Disposition.ACCEPTED
+
+    async def wait(self, n: int) -> list[InboundMessage]:
+        async def reached() -> None:
+            while len(self.messages) < n:
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(reached(), WAIT)
+        return self.messages[:n]
+
+    async def wait_for(self, match: Callable[[InboundMessage], bool]) -> InboundMessage:
+        async def found() -> InboundMessage:
+            while True:
+                for m in self.messages:
+                    if match(m):
+                        return m
+                self._changed.clear()
+                await self._changed.wait()
+
+        return await asyncio.wait_for(found(), WAIT)
+
+
+class Running:
+    def __init__(self, adapter: TelegramAdapter, inbox: Inbox, task: asyncio.Task[None]) -> None:
+        self.adapter, self.inbox, self.task = adapter, inbox, task
+
+    async def stop(self) -> None:
+        await self.adapter.disconnect()
+        await asyncio.wait_for(self.task, WAIT)
+
+
+async def start(fake: FakeTelegram, *, window: float = 0.05, **settings: Any) -> Running:
+    values: dict[str, Any] = {"base_file_url": fake.base_file_url, "poll_timeout": 5, "watchdog_grace": 3.0,
+                              **settings}
+    adapter = TelegramAdapter(TelegramSettings(token=fake.token, base_url=fake.base_url, **values))
+    adapter.media_group_window = window
+    inbox = Inbox()
+    adapter.bind(inbox.handle)
+    task = asyncio.create_task(adapter.connect())
+    await asyncio.wait_for(adapter.ready.wait(), WAIT)
+    return Running(adapter, inbox, task)
+
+
+@pytest.fixture
+async def tg(fake_telegram: FakeTelegram) -> AsyncIterator[Running]:
+    running = await start(fake_telegram)
+    yield running
+    await running.stop()
+
+
+def jpeg(width: int, height: int, seed: int = 0) -> bytes:
+    img = Image.new("RGB", (width, height))
+    img.putdata([((x * 7 + seed) % 256, (x * 13) % 256, (x // 3) % 256) for x in range(width * height)])
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+async def fetched(adapter: TelegramAdapter, attachment: Attachment, limit: int = 20 * 2**20) -> bytes:
+    return b"".join([chunk async for chunk in adapter.fetch(attachment, limit=limit)])
+
+
+async def next_message(tg: Running, fake: FakeTelegram, media: dict[str, Any], **kw: Any) -> InboundMessage:
+    before = len(tg.inbox.messages)
+    await fake.user_sends(media, **kw)
+    return (await tg.inbox.wait(before + 1))[-1]
+
+
+# -- what arrives ---------------------------------------------------------------------------------
+
+
+async def test_a_photo_is_its_largest_size_with_the_caption(fake_telegram: FakeTelegram, tg: Running) -> None:
+    media = fake_telegram.photo(jpeg(1400, 700))
+    largest = media["photo"][-1]
+    msg = await next_message(tg, fake_telegram, media, caption="what is this?")
+    assert msg.text == "what is this?" and msg.addressed
+    assert msg.attachments == (Attachment(kind=AttachmentKind.IMAGE, ref=largest["file_id"], mime="image/jpeg",
+                                          size=largest["file_size"], unique_id=largest["file_unique_id"]),)
+    assert await fetched(tg.adapter, msg.attachments[0]) == fake_telegram.file_bytes(largest["file_id"])
+
+
+async def test_a_photo_size_is_picked_within_the_download_limit(fake_telegram: FakeTelegram, tg: Running) -> None:
+    media = fake_telegram.photo(jpeg(1400, 700))
+    sizes = media["photo"]
+    assert sizes[-1]["file_size"] > sizes[-2]["file_size"]
+    tg.adapter.max_download_bytes = sizes[-2]["file_size"]
+    msg = await next_message(tg, fake_telegram, media)
+    assert [a.ref for a in msg.attachments] == [sizes[-2]["file_id"]]
+    assert msg.text == ""
+    tg.adapter.max_download_bytes = 10  # none fits: the smallest, for the download to refuse plainly
+    msg = await next_message(tg, fake_telegram, media)
+    assert [a.ref for a in msg.attachments] == [sizes[0]["file_id"]]
+    with pytest.raises(MediaTooLargeError):
+        await fetched(tg.adapter, msg.attachments[0], limit=10)
+
+
+async def test_documents_voice_audio_video_and_video_notes(fake_telegram: FakeTelegram, tg: Running) -> None:
+    f = fake_telegram
+    doc = await next_message(tg, f, f.document(b"%PDF-1.4 tiny", file_name="../../.env", mime_type="application/pdf"),
+                             caption="read it")
+    voice = await next_message(tg, f, f.voice(b"OggS voice", duration=12))
+    audio = await next_message(tg, f, f.audio(b"ID3 song", duration=200, file_name="song.mp3"))
+    note = await next_message(tg, f, f.video_note(b"mp4 round", duration=9))
+    video = await next_message(tg, f, f.video(b"mp4 clip", duration=5, file_name="clip.mp4"))
+    assert doc.text == "read it"
+    [d] = doc.attachments
+    assert (d.kind, d.name, d.mime, d.size) == (AttachmentKind.DOCUMENT, "../../.env", "application/pdf", 13)
+    [v] = voice.attachments
+    assert (v.kind, v.mime, v.duration, v.size) == (AttachmentKind.VOICE, "audio/ogg", 12.0, 10)
+    [a] = audio.attachments
+    assert (a.kind, a.name, a.mime, a.duration) == (AttachmentKind.AUDIO, "song.mp3", "audio/mpeg", 200.0)
+    [n] = note.attachments
+    assert (n.kind, n.mime, n.duration) == (AttachmentKind.AUDIO, "video/mp4", 9.0)
+    [c] = video.attachments
+    assert (c.kind, c.name, c.mime) == (AttachmentKind.VIDEO, "clip.mp4", "video/mp4")
+    for m, data in ((doc, b"%PDF-1.4 tiny"), (voice, b"OggS voice"), (note, b"mp4 round")):
+        assert m.attachments[0].unique_id and await fetched(tg.adapter, m.attachments[0]) == data
+
+
+async def test_a_static_sticker_is_an_image_and_an_animated_one_its_emoji(
+    fake_telegram: FakeTelegram, tg: Running
+) -> None:
+    f = fake_telegram
+    static = await next_message(tg, f, f.sticker(b"RIFF....WEBP", emoji="🙂"))
+    animated = await next_message(tg, f, f.sticker(b"tgs", animated=True, emoji="🎉"))
+    video = await next_message(tg, f, f.sticker(b"webm", video=True, emoji=None))
+    [s] = static.attachments
+    assert (s.kind, s.mime, static.text) == (AttachmentKind.IMAGE, "image/webp", "")
+    assert (animated.attachments, animated.text) == ((), "[sticker 🎉]")
+    assert (video.attachments, video.text) == ((), "[sticker]")
+
+
+async def test_in_a_group_a_caption_addresses_the_bot_like_text(fake_telegram: FakeTelegram, tg: Running) -> None:
+    f = fake_telegram
+    group = f.group()
+    mentioned = await next_message(tg, f, f.photo(jpeg(64, 64)), caption="what is it?", mention=True,
+                                   chat=group, user=f.user)
+    bare = await next_message(tg, f, f.photo(jpeg(64, 64)), chat=group, user=f.user)
+    reply = await next_message(tg, f, f.voice(b"OggS"), chat=group, user=f.user, reply_to_bot=True)
+    command = await next_message(tg, f, f.document(b"log"), caption="/status", chat=group, user=f.user)
+    assert (mentioned.addressed, mentioned.text) == (True, "what is it?")
+    assert len(mentioned.attachments) == 1
+    assert bare.addressed is False and len(bare.attachments) == 1
+    assert reply.addressed is True
+    assert command.addressed is True and command.text == "/status"
+
+
+# -- albums ---------------------------------------------------------------------------------------
+
+
+async def test_an_album_is_one_message_with_every_part(fake_telegram: FakeTelegram, tg: Running) -> None:
+    f = fake_telegram
+    parts = [f.photo(jpeg(80, 60, seed=i)) for i in range(3)] + [f.video(b"mp4")]
+    updates = await f.user_sends_album(parts, caption="our trip", caption_on=1)
+    await f.user_says("and this is after")
+    album, after = await tg.inbox.wait(2)
+    chat = f.user["id"]
+    group = updates[0]["message"]["media_group_id"]
+    assert after.text == "and this is after"  # a later message of the chat does not overtake the album
+    assert album.text == "our trip"
+    assert album.message_id == str(updates[0]["message"]["message_id"])
+    assert album.dedupe_id == f"album:{chat}:{group}"
+    assert [a.ref for a in album.attachments] == [p["photo"][-1]["file_id"] for p in parts[:3]] + [
+        parts[3]["video"]["file_id"]]
+    # The same parts delivered again (as after a restart) are no second message.
+    await f.redeliver(updates[2])
+    await f.user_says("last")
+    assert (await tg.inbox.wait(3))[-1].text == "last"
+    assert len(tg.inbox.messages) == 3
+
+
+async def test_albums_of_ten_go_at_once_and_other_chats_are_not_mixed_in(
+    fake_telegram: FakeTelegram, tg: Running
+) -> None:
+    f = fake_telegram
+    tg.adapter.media_group_window = 60.0  # only the tenth part (Telegram's maximum) can end it
+    bob = f.add_user("Bob")
+    await f.user_sends_album([f.document(f"part {i}".encode(), file_name=f"{i}.txt") for i in range(10)])
+    await f.user_sends_album([f.document(b"x"), f.document(b"y")], user=bob)
+    [album] = await tg.inbox.wait(1)
+    assert [a.name for a in album.attachments] == [f"{i}.txt" for i in range(10)]
+    assert album.chat_id == str(f.user["id"])
+    # Bob's album is still open (its window is long): a disconnect dispatches it rather than losing it.
+    await tg.adapter.disconnect()
+    bobs = await tg.inbox.wait_for(lambda m: m.chat_id == str(bob["id"]))
+    assert [a.name for a in bobs.attachments] == ["file.bin", "file.bin"]
+
+
+async def test_an_album_is_not_acknowledged_before_it_reached_the_router(fake_telegram: FakeTelegram) -> None:
+    f = fake_telegram
+    first = await start(f, window=60.0)
+    updates = await f.user_sends_album([f.photo(jpeg(40, 40, seed=i)) for i in range(3)], caption="three")
+    ids = [u["update_id"] for u in updates]
+
+    def polled_again_after_the_parts() -> bool:
+        polls = f.calls_to("getUpdates")
+        for i, c in enumerate(polls):
+            if c.status == 200 and isinstance(c.response, dict) and {
+                    u["update_id"] for u in c.response["result"]} >= set(ids):
+                return len(polls) > i + 1
+        return False
+
+    # The next getUpdates after the one that brought the parts is where an acknowledgement would be.
+    await f.wait_for(polled_again_after_the_parts, timeout=WAIT)
+    # The process dies while the album is collected: nothing flushed, nothing acknowledged.
+    first.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first.task
+    assert first.inbox.messages == []
+    assert f.acked_offset <= ids[0]
+    assert [u["update_id"] for u in f.updates] == ids
+    second = await start(f)
+    try:
+        [album] = await second.inbox.wait(1)
+        assert album.text == "three" and len(album.attachments) == 3
+        assert album.dedupe_id == f"album:{f.user['id']}:{updates[0]['message']['media_group_id']}"
+    finally:
+        await second.stop()
+        await first.adapter.disconnect()
+
+
+async def test_while_an_album_is_collected_polling_holds_its_offset(fake_telegram: FakeTelegram) -> None:
+    f = fake_telegram
+    tg = await start(f, window=0.3)
+    try:
+        updates = await f.user_sends_album([f.photo(jpeg(40, 40, seed=i)) for i in range(2)])
+        first_id = updates[0]["update_id"]
+        [album] = await tg.inbox.wait(1)
+        dispatched = tg.inbox.times[0]
+
+        def polls() -> list[tuple[float, int | None]]:
+            return [(c.time, c.params.get("offset")) for c in f.calls_to("getUpdates")]
+
+        # Once the album went out, a poll acknowledges its parts; none did before.
+        await f.wait_for(lambda: any(o is not None and o > updates[-1]["update_id"] for _, o in polls()),
+                         timeout=WAIT)
+        assert all(offset is None or offset <= first_id for at, offset in polls() if at < dispatched)
+        assert len(album.attachments) == 2
+    finally:
+        await tg.stop()
+
+
+# -- fetch ----------------------------------------------------------------------------------------
+
+
+async def test_a_25_mb_file_is_refused_before_any_download(fake_telegram: FakeTelegram, tg: Running) -> None:
+    f = fake_telegram
+    msg = await next_message(tg, f, f.document(b"\0" * (25 * 2**20), file_name="big.zip"))
+    [big] = msg.attachments
+    assert big.size == 25 * 2**20
+    with pytest.raises(MediaTooLargeError) as err:
+        await fetched(tg.adapter, big)
+    assert (err.value.size, err.value.limit) == (25 * 2**20, 20 * 2**20)
+    assert f.calls_to("getFile") == [] and f.downloads == []
+    # Its size not declared: Telegram's own refusal ("file is too big") says it.
+    with pytest.raises(MediaTooLargeError):
+        await fetched(tg.adapter, Attachment(kind=AttachmentKind.DOCUMENT, ref=big.ref))
+    assert f.downloads == []
+
+
+async def test_content_length_over_the_limit_is_refused_before_reading(
+    fake_telegram: FakeTelegram, tg: Running
+) -> None:
+    f = fake_telegram
+    msg = await next_message(tg, f, f.document(b"z" * 5000, declare_size=False))
+    [doc] = msg.attachments
+    assert doc.size is None
+    with pytest.raises(MediaTooLargeError) as err:
+        await fetched(tg.adapter, doc, limit=4000)
+    assert err.value.size == 5000
+    assert await fetched(tg.adapter, doc, limit=5000) == b"z" * 5000
+
+
+async def test_fetch_streams_a_large_file_exactly(fake_telegram: FakeTelegram, tg: Running) -> None:
+    data = bytes(range(251)) * 20_000  # about 5 MB, not a multiple of any chunk size
+    msg = await next_message(tg, fake_telegram, fake_telegram.document(data, file_name="data.bin"))
+    chunks = [c async for c in tg.adapter.fetch(msg.attachments[0], limit=len(data))]
+    assert len(chunks) > 1 and b"".join(chunks) == data
+
+
+def _token_free(fake: FakeTelegram, text: str) -> None:
+    assert fake.token not in text
+    assert fake.token.split(":", 1)[1] not in text
+    assert "/file/bot" not in text
+
+
+async def test_unavailable_files_fail_plainly_and_never_show_the_token(
+    fake_telegram: FakeTelegram, tg: Running, caplog: pytest.LogCaptureFixture
+) -> None:
+    f = fake_telegram
+    msg = await next_message(tg, f, f.document(b"y" * 100_000))
+    [doc] = msg.attachments
+    f.break_downloads(doc.ref)
+    errors: list[str] = []
+    caplog.set_level(logging.DEBUG)
+    with structlog.testing.capture_logs() as events:
+        for attachment in (Attachment(kind=AttachmentKind.IMAGE, ref="AgACno-such-file"), doc):
+            with pytest.raises(MediaUnavailableError) as err:
+                await fetched(tg.adapter, attachment)
+            errors.append(str(err.value))
+            assert err.value.__cause__ is None and err.value.__suppress_context__
+    assert "no longer has this file" in errors[0]
+    assert "ClientPayloadError" in errors[1]
+    for text in (*errors, caplog.text, repr(events)):
+        _token_free(f, text)
+    assert await fetched(tg.adapter, doc) == b"y" * 100_000  # the next download is whole
+
+
+async def test_a_file_endpoint_that_refuses_or_is_unreachable(fake_telegram: FakeTelegram) -> None:
+    f = fake_telegram
+    for base_file_url, expected in ((f"{f.endpoint()}/elsewhere/bot", "HTTP 404"),
+                                    ("http://127.0.0.1:9/file/bot", "ClientConnectorError")):
+        tg = await start(f, base_file_url=base_file_url)
+        try:
+            msg = await next_message(tg, f, f.voice(b"OggS"))
+            with pytest.raises(MediaUnavailableError) as err:
+                await fetched(tg.adapter, msg.attachments[0])
+            assert expected in str(err.value)
+            _token_free(f, str(err.value))
+        finally:
+            await tg.stop()
+
+
+async def test_malformed_media_is_dropped_and_the_chat_goes_on(fake_telegram: FakeTelegram, tg: Running) -> None:
+    f = fake_telegram
+    good = await f.user_sends(f.photo(jpeg(32, 32)))
+    message = good["message"]
+    broken_photos = [
+        {**message, "message_id": 900, "photo": [{"file_id": "a", "file_unique_id": "u", "width": 1,
+                                                  "height": 1, "file_size": "big"}]},
+        {**{k: v for k, v in message.items() if k != "photo"}, "message_id": 902,
+         "voice": {"file_id": "v", "file_unique_id": "w", "duration": "long"}},
+        {**message, "message_id": 901, "photo": [{"file_id": "a", "file_unique_id": "u", "width": -1,
+                                                  "height": 1, "file_size": 3}]},
+    ]
+    for broken in broken_photos:
+        await f.raw_update({"message": broken})
+    await f.user_says("still here")
+    texts = [m.text for m in await tg.inbox.wait(2)]
+    assert texts[-1] == "still here"
+    assert len(tg.inbox.messages) == 2
