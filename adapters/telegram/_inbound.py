@@ -15,6 +15,10 @@ Keys the router builds from the result:
 - ``dedupe_id``: ``update:<update_id>``, so a redelivered update (a replay,
   a webhook retry, a restart before the offset was acknowledged) is one turn.
 
+A message with files reports them as ``attachments`` (``_media_in``), nothing downloaded; its
+caption is the ``text`` and addresses the bot the way text does. An album's parts come here one
+by one; ``_albums`` makes them one message.
+
 ``addressed`` is true in private chats, when ``require_mention`` is off, or when
 the message mentions the bot (@username or a text mention), replies to one of
 the bot's messages (which includes every message in a forum topic the bot

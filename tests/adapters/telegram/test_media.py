@@ -17,12 +17,14 @@ from typing import Any
 
 import pytest
 import structlog
+from aiohttp import web
 from PIL import Image
 
 from adapters.base import Disposition, InboundMessage, MediaTooLargeError, MediaUnavailableError
 from adapters.media import Attachment, AttachmentKind
 from adapters.telegram import TelegramAdapter, TelegramSettings
 from tests.emulators.fake_telegram import FakeTelegram
+from tests.gateway.conftest import free_port
 
 WAIT = 15.0
 
@@ -382,3 +384,35 @@ async def test_malformed_media_is_dropped_and_the_chat_goes_on(fake_telegram: Fa
     texts = [m.text for m in await tg.inbox.wait(2)]
     assert texts[-1] == "still here"
     assert len(tg.inbox.messages) == 2
+
+
+async def test_webhook_answers_album_parts_at_once_so_the_album_stays_whole(fake_telegram: FakeTelegram) -> None:
+    # Telegram posts a chat's updates one at a time, each after the previous one was answered: a part
+    # whose answer waited for its album's window would hold the next part back, splitting the album.
+    f = fake_telegram
+    port = free_port()
+    adapter = TelegramAdapter(TelegramSettings(
+        token=f.token, base_url=f.base_url, base_file_url=f.base_file_url, mode="webhook",
+        webhook_secret="album-webhook-secret-0123456789", webhook_path="/tg",
+        webhook_url=f"http://127.0.0.1:{port}/tg"))
+    adapter.media_group_window = 0.3
+    app = web.Application()
+    adapter.add_routes(app)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    inbox = Inbox()
+    adapter.bind(inbox.handle)
+    tg = Running(adapter, inbox, asyncio.create_task(adapter.connect()))
+    try:
+        await asyncio.wait_for(adapter.ready.wait(), WAIT)
+        updates = await f.user_sends_album([f.photo(jpeg(30, 30, seed=i)) for i in range(3)], caption="hook")
+        await f.user_says("then text")
+        album, text = await inbox.wait(2)
+        assert text.text == "then text"
+        assert album.text == "hook" and len(album.attachments) == 3
+        assert [d["update_id"] for d in f.webhook_deliveries][:3] == [u["update_id"] for u in updates]
+        assert {d["status"] for d in f.webhook_deliveries} == {200}
+    finally:
+        await tg.stop()
+        await runner.cleanup()
