@@ -1,115 +1,23 @@
 """Telegram media in: the real adapter (python-telegram-bot on our aiohttp layer) polling the real
 ``FakeTelegram`` over 127.0.0.1, its messages taken by a recording handler in place of the router.
 
-What arrives (attachments, captions, stickers, albums) and how a file's bytes are fetched
-(``TelegramAdapter.fetch``: getFile, then the file endpoint), with the sizes refused before any
-download and errors that never carry the token.
+What arrives: attachments, captions, stickers, albums (fetching is in ``test_media_fetch``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
-import logging
-import time
-from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import pytest
-import structlog
 from aiohttp import web
-from PIL import Image
 
-from adapters.base import Disposition, InboundMessage, MediaTooLargeError, MediaUnavailableError
+from adapters.base import MediaTooLargeError
 from adapters.media import Attachment, AttachmentKind
 from adapters.telegram import TelegramAdapter, TelegramSettings
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.gateway.conftest import free_port
 
-WAIT = 15.0
-
-
-class Inbox:
-    """The router's seat: records every message the adapter dispatches."""
-
-    def __init__(self) -> None:
-        self.messages: list[InboundMessage] = []
-        #: ``time.monotonic()`` of each message's arrival (the fake's clock)
-        self.times: list[float] = []
-        self._changed = asyncio.Event()
-
-    async def handle(self, message: InboundMessage) -> Disposition:
-        self.messages.append(message)
-        self.times.append(time.monotonic())
-        self._changed.set()
-        return Disposition.ACCEPTED
-
-    async def wait(self, n: int) -> list[InboundMessage]:
-        async def reached() -> None:
-            while len(self.messages) < n:
-                self._changed.clear()
-                await self._changed.wait()
-
-        await asyncio.wait_for(reached(), WAIT)
-        return self.messages[:n]
-
-    async def wait_for(self, match: Callable[[InboundMessage], bool]) -> InboundMessage:
-        async def found() -> InboundMessage:
-            while True:
-                for m in self.messages:
-                    if match(m):
-                        return m
-                self._changed.clear()
-                await self._changed.wait()
-
-        return await asyncio.wait_for(found(), WAIT)
-
-
-class Running:
-    def __init__(self, adapter: TelegramAdapter, inbox: Inbox, task: asyncio.Task[None]) -> None:
-        self.adapter, self.inbox, self.task = adapter, inbox, task
-
-    async def stop(self) -> None:
-        await self.adapter.disconnect()
-        await asyncio.wait_for(self.task, WAIT)
-
-
-async def start(fake: FakeTelegram, *, window: float = 0.05, **settings: Any) -> Running:
-    values: dict[str, Any] = {"base_file_url": fake.base_file_url, "poll_timeout": 5, "watchdog_grace": 3.0,
-                              **settings}
-    adapter = TelegramAdapter(TelegramSettings(token=fake.token, base_url=fake.base_url, **values))
-    adapter.media_group_window = window
-    inbox = Inbox()
-    adapter.bind(inbox.handle)
-    task = asyncio.create_task(adapter.connect())
-    await asyncio.wait_for(adapter.ready.wait(), WAIT)
-    return Running(adapter, inbox, task)
-
-
-@pytest.fixture
-async def tg(fake_telegram: FakeTelegram) -> AsyncIterator[Running]:
-    running = await start(fake_telegram)
-    yield running
-    await running.stop()
-
-
-def jpeg(width: int, height: int, seed: int = 0) -> bytes:
-    img = Image.new("RGB", (width, height))
-    img.putdata([((x * 7 + seed) % 256, (x * 13) % 256, (x // 3) % 256) for x in range(width * height)])
-    buf = io.BytesIO()
-    img.save(buf, "JPEG", quality=90)
-    return buf.getvalue()
-
-
-async def fetched(adapter: TelegramAdapter, attachment: Attachment, limit: int = 20 * 2**20) -> bytes:
-    return b"".join([chunk async for chunk in adapter.fetch(attachment, limit=limit)])
-
-
-async def next_message(tg: Running, fake: FakeTelegram, media: dict[str, Any], **kw: Any) -> InboundMessage:
-    before = len(tg.inbox.messages)
-    await fake.user_sends(media, **kw)
-    return (await tg.inbox.wait(before + 1))[-1]
-
+from ._media import WAIT, Inbox, Running, fetched, jpeg, next_message, start
 
 # -- what arrives ---------------------------------------------------------------------------------
 
@@ -283,87 +191,6 @@ async def test_while_an_album_is_collected_polling_holds_its_offset(fake_telegra
         assert len(album.attachments) == 2
     finally:
         await tg.stop()
-
-
-# -- fetch ----------------------------------------------------------------------------------------
-
-
-async def test_a_25_mb_file_is_refused_before_any_download(fake_telegram: FakeTelegram, tg: Running) -> None:
-    f = fake_telegram
-    msg = await next_message(tg, f, f.document(b"\0" * (25 * 2**20), file_name="big.zip"))
-    [big] = msg.attachments
-    assert big.size == 25 * 2**20
-    with pytest.raises(MediaTooLargeError) as err:
-        await fetched(tg.adapter, big)
-    assert (err.value.size, err.value.limit) == (25 * 2**20, 20 * 2**20)
-    assert f.calls_to("getFile") == [] and f.downloads == []
-    # Its size not declared: Telegram's own refusal ("file is too big") says it.
-    with pytest.raises(MediaTooLargeError):
-        await fetched(tg.adapter, Attachment(kind=AttachmentKind.DOCUMENT, ref=big.ref))
-    assert f.downloads == []
-
-
-async def test_content_length_over_the_limit_is_refused_before_reading(
-    fake_telegram: FakeTelegram, tg: Running
-) -> None:
-    f = fake_telegram
-    msg = await next_message(tg, f, f.document(b"z" * 5000, declare_size=False))
-    [doc] = msg.attachments
-    assert doc.size is None
-    with pytest.raises(MediaTooLargeError) as err:
-        await fetched(tg.adapter, doc, limit=4000)
-    assert err.value.size == 5000
-    assert await fetched(tg.adapter, doc, limit=5000) == b"z" * 5000
-
-
-async def test_fetch_streams_a_large_file_exactly(fake_telegram: FakeTelegram, tg: Running) -> None:
-    data = bytes(range(251)) * 20_000  # about 5 MB, not a multiple of any chunk size
-    msg = await next_message(tg, fake_telegram, fake_telegram.document(data, file_name="data.bin"))
-    chunks = [c async for c in tg.adapter.fetch(msg.attachments[0], limit=len(data))]
-    assert len(chunks) > 1 and b"".join(chunks) == data
-
-
-def _token_free(fake: FakeTelegram, text: str) -> None:
-    assert fake.token not in text
-    assert fake.token.split(":", 1)[1] not in text
-    assert "/file/bot" not in text
-
-
-async def test_unavailable_files_fail_plainly_and_never_show_the_token(
-    fake_telegram: FakeTelegram, tg: Running, caplog: pytest.LogCaptureFixture
-) -> None:
-    f = fake_telegram
-    msg = await next_message(tg, f, f.document(b"y" * 100_000))
-    [doc] = msg.attachments
-    f.break_downloads(doc.ref)
-    errors: list[str] = []
-    caplog.set_level(logging.DEBUG)
-    with structlog.testing.capture_logs() as events:
-        for attachment in (Attachment(kind=AttachmentKind.IMAGE, ref="AgACno-such-file"), doc):
-            with pytest.raises(MediaUnavailableError) as err:
-                await fetched(tg.adapter, attachment)
-            errors.append(str(err.value))
-            assert err.value.__cause__ is None and err.value.__suppress_context__
-    assert "no longer has this file" in errors[0]
-    assert "ClientPayloadError" in errors[1]
-    for text in (*errors, caplog.text, repr(events)):
-        _token_free(f, text)
-    assert await fetched(tg.adapter, doc) == b"y" * 100_000  # the next download is whole
-
-
-async def test_a_file_endpoint_that_refuses_or_is_unreachable(fake_telegram: FakeTelegram) -> None:
-    f = fake_telegram
-    for base_file_url, expected in ((f"{f.endpoint()}/elsewhere/bot", "HTTP 404"),
-                                    ("http://127.0.0.1:9/file/bot", "ClientConnectorError")):
-        tg = await start(f, base_file_url=base_file_url)
-        try:
-            msg = await next_message(tg, f, f.voice(b"OggS"))
-            with pytest.raises(MediaUnavailableError) as err:
-                await fetched(tg.adapter, msg.attachments[0])
-            assert expected in str(err.value)
-            _token_free(f, str(err.value))
-        finally:
-            await tg.stop()
 
 
 async def test_malformed_media_is_dropped_and_the_chat_goes_on(fake_telegram: FakeTelegram, tg: Running) -> None:
