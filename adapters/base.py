@@ -272,6 +272,9 @@ class Adapter(abc.ABC):
     #: a message in a thread of a channel is reported as a ``THREAD`` chat (Discord, Slack);
     #: elsewhere (Telegram topics) it keeps its chat's type, with the thread id beside it
     threads_are_chats: bool = False
+    #: the largest file the gateway downloads (``media.max_download_mb``; the gateway sets it): an
+    #: adapter that may choose among sizes of one file (Telegram's photos) picks within it
+    max_download_bytes: int = 20 * 2**20
 
     def __init__(self) -> None:
         self._handler: MessageHandler | None = None

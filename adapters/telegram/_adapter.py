@@ -4,7 +4,9 @@ This module connects and disconnects; the work is done by its parts:
 
 - ``_client``: the bot and its HTTP layer (getMe, a token Telegram refuses);
 - ``_polling`` (default) or ``_webhook``: updates in, with their failure handling;
-- ``_intake`` and ``_inbound``: one update -> one ``InboundMessage`` -> the router;
+- ``_intake`` and ``_inbound``: one update -> one ``InboundMessage`` -> the router (``_media_in``: the
+  files it carries; ``_albums``: an album's updates as one message);
+- ``_media_fetch``: a file's bytes, when the gateway asks for them (``fetch``);
 - ``_outbound`` and ``_format``: replies out, as MarkdownV2 with a plain-text fallback;
 - ``_stream``: an answer shown while it is written (drafts in private chats, edits elsewhere).
 
@@ -18,15 +20,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from .._split import split_text
 from ..base import Adapter, ChatInfo, ChatType, OutboundMessage, ReplyStream, SendResult
+from ..media import Attachment
 from ._client import BotConnection
 from ._format import markdown_v2_budget
 from ._inbound import PLATFORM
 from ._intake import UpdateIntake
+from ._media_fetch import fetch_file
 from ._outbound import Sender
 from ._polling import Poller
 from ._settings import TelegramSettings
@@ -42,6 +47,8 @@ class TelegramAdapter(Adapter):
     platform = PLATFORM
     max_message_length = 4096  # UTF-16 code units
     supports_recovery = True
+    #: how long the parts of an album are waited for after the last one came (seconds)
+    media_group_window: float = 0.8
 
     def __init__(self, settings: TelegramSettings) -> None:
         super().__init__()
@@ -51,7 +58,9 @@ class TelegramAdapter(Adapter):
         self._loop_done: asyncio.Event | None = None
         self._sender = Sender(settings, self._connection)
         self._streams = Streams(self._sender, self.split)
-        self._intake = UpdateIntake(settings, self._connection, self.dispatch, self._sender.note_forum)
+        self._intake = UpdateIntake(settings, self._connection, self.dispatch, self._sender.note_forum,
+                                    download_limit=lambda: self.max_download_bytes,
+                                    album_window=lambda: self.media_group_window)
         self._poller = Poller(settings, self._connection, self._intake, self.ready, self._stopping)
         self._webhook = Webhook(settings, self._connection, self._intake, self.ready, self._stopping)
 
@@ -137,6 +146,16 @@ class TelegramAdapter(Adapter):
         if not message_ids:
             return None
         return self._streams.editing(target, message_ids)
+
+    async def fetch(self, attachment: Attachment, *, limit: int) -> AsyncIterator[bytes]:
+        """A file of an inbound message, by its ``file_id``: getFile, then ``base_file_url`` (``_media_fetch``)."""
+        if attachment.data is not None:
+            async for chunk in super().fetch(attachment, limit=limit):
+                yield chunk
+            return
+        async for chunk in fetch_file(self._connection, attachment, limit=limit,
+                                      read_timeout=self.settings.request_timeout):
+            yield chunk
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self._sender.send_typing(chat_id, thread_id)

@@ -15,6 +15,10 @@ Keys the router builds from the result:
 - ``dedupe_id``: ``update:<update_id>``, so a redelivered update (a replay,
   a webhook retry, a restart before the offset was acknowledged) is one turn.
 
+A message with files reports them as ``attachments`` (``_media_in``), nothing downloaded; its
+caption is the ``text`` and addresses the bot the way text does. An album's parts come here one
+by one; ``_albums`` makes them one message.
+
 ``addressed`` is true in private chats, when ``require_mention`` is off, or when
 the message mentions the bot (@username or a text mention), replies to one of
 the bot's messages (which includes every message in a forum topic the bot
@@ -31,10 +35,13 @@ from telegram import Message, MessageEntity, Update
 
 from .._text import clean_text
 from ..base import ChatType, InboundMessage, MalformedUpdateError
+from ._media_in import media_of
 
-__all__ = ["PLATFORM", "BotIdentity", "to_inbound"]
+__all__ = ["DEFAULT_DOWNLOAD_LIMIT", "PLATFORM", "BotIdentity", "to_inbound"]
 
 PLATFORM = "telegram"
+#: Telegram's own download limit for bots (the gateway sets its ``media.max_download_mb``)
+DEFAULT_DOWNLOAD_LIMIT = 20 * 2**20
 
 _CHAT_TYPES = {"private": ChatType.DM, "group": ChatType.GROUP, "supergroup": ChatType.GROUP}
 
@@ -57,8 +64,12 @@ def _str_or_none(value: object, what: str) -> str | None:
     return value
 
 
-def to_inbound(update: Update, me: BotIdentity, *, require_mention: bool) -> InboundMessage | None:
+def to_inbound(update: Update, me: BotIdentity, *, require_mention: bool,
+               max_download_bytes: int = DEFAULT_DOWNLOAD_LIMIT) -> InboundMessage | None:
     """The message in ``update`` for the router, or None if there is none for us.
+
+    Files it carries become ``attachments`` (``_media_in``; a photo's size is picked within
+    ``max_download_bytes``) and its caption the ``text``, read for mentions and commands as text is.
 
     Raises ``MalformedUpdateError`` (or whatever a broken field raises) on bad data.
     """
@@ -82,6 +93,9 @@ def to_inbound(update: Update, me: BotIdentity, *, require_mention: bool) -> Inb
         text = _str_or_none(msg.caption, "caption")
         entities = msg.caption_entities
     text = clean_text(text or "")
+    attachments, sticker_text = media_of(msg, max_download_bytes)
+    if sticker_text is not None:
+        text = f"{text} {sticker_text}".strip()
     thread_id: str | None = None
     if chat.is_forum is True and msg.is_topic_message is True and msg.message_thread_id is not None:
         thread_id = str(_int(msg.message_thread_id, "message_thread_id"))
@@ -109,6 +123,7 @@ def to_inbound(update: Update, me: BotIdentity, *, require_mention: bool) -> Inb
         reply_to=str(_int(reply.message_id, "reply_to_message.message_id")) if reply is not None else None,
         dedupe_id=f"update:{update_id}",
         addressed=addressed,
+        attachments=attachments,
         raw=update,
     )
 

@@ -2,7 +2,8 @@
 
 An update that fails to parse is logged (update id and error type, never its
 content: it is a user's message) and dropped; the rest of its batch goes on.
-Messages are handed to the router in arrival order per chat, chats in parallel.
+Messages are handed to the router in arrival order per chat, chats in parallel. The parts of an
+album are collected first (``_albums``) and go to the router as one message.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from telegram import Update
 
 from .._dispatch import ChatOrderedDispatch
 from ..base import MessageHandler
+from ._albums import AlbumCollector
 from ._client import BotConnection, TelegramBot
 from ._inbound import PLATFORM, to_inbound
 from ._settings import TelegramSettings
@@ -27,21 +29,30 @@ log = structlog.get_logger("hermes.telegram")
 
 class UpdateIntake:
     def __init__(self, settings: TelegramSettings, connection: BotConnection, dispatch: MessageHandler,
-                 note_forum: Callable[[str, bool], None]) -> None:
-        """``note_forum(chat_id, is_forum)`` learns from every message whether its chat has topics."""
+                 note_forum: Callable[[str, bool], None], *, download_limit: Callable[[], int],
+                 album_window: Callable[[], float]) -> None:
+        """``note_forum(chat_id, is_forum)`` learns from every message whether its chat has topics;
+        ``download_limit()`` is the gateway's download limit, ``album_window()`` how long an album's
+        parts are waited for (both read when needed)."""
         self._settings = settings
         self._connection = connection
         self._note_forum = note_forum
+        self._download_limit = download_limit
+        self.album_window = album_window
         self._dispatches = ChatOrderedDispatch(PLATFORM, dispatch)
+        self.albums = AlbumCollector(self._dispatches.schedule, window=album_window,
+                                     release_after=lambda: settings.dispatch_wait)
 
     def take(self, bot: TelegramBot, update_id: int, item: dict[str, Any]) -> asyncio.Task[None] | None:
-        """Parse one update and schedule its dispatch; None when it is malformed or not for us."""
+        """Parse one update and schedule its dispatch; None when it is malformed or not for us, or
+        is part of an album (``albums.held`` says when that reached the router)."""
         me = self._connection.me
         if me is None:  # pragma: no cover - set by BotConnection.ensure before any intake
             return None
         try:
             update = Update.de_json(item, bot)
-            message = to_inbound(update, me, require_mention=self._settings.require_mention)
+            message = to_inbound(update, me, require_mention=self._settings.require_mention,
+                                 max_download_bytes=self._download_limit())
         except Exception as exc:
             # Never the payload: it is a user's message.
             log.warning("telegram.update_malformed", update_id=update_id, error=type(exc).__name__)
@@ -51,8 +62,14 @@ class UpdateIntake:
             return None
         if update.message is not None and isinstance(update.message.chat.is_forum, bool):
             self._note_forum(message.chat_id, update.message.chat.is_forum)
+        group = update.message.media_group_id if update.message is not None else None
+        if isinstance(group, str) and group and message.attachments:
+            self.albums.add(update_id, group, message)
+            return None
+        self.albums.flush_chat(message.chat_id)
         return self._dispatches.schedule(message)
 
     async def wait(self, bound: float) -> None:
-        """Wait (at most ``bound`` seconds) for what was taken to reach the router."""
+        """Wait (at most ``bound`` seconds) for what was taken to reach the router; albums go at once."""
+        self.albums.flush_all()
         await self._dispatches.wait(bound)

@@ -19,7 +19,11 @@ The gateway needs control the ``Updater`` does not give:
 - **Acknowledgement**: the offset moves past an update only in the next
   getUpdates, after the router has taken the update (or ``dispatch_wait``
   ran out). A crash before that redelivers it, and the router's dedupe on
-  ``update:<update_id>`` makes that one turn.
+  ``update:<update_id>`` makes that one turn. An album's parts are not acknowledged until the
+  album reached the router (``UpdateIntake.albums.held``): while one is collected, getUpdates asks
+  again from its first part (every ``album_window / 2``, at most ``HOLD_RECHECK``, with no long poll), takes only the
+  updates it has not taken yet, and so still sees the album's later parts. A crash within the
+  window redelivers the parts, and the album's dedupe id makes that one turn.
 
 ``ready`` is set once deleteWebhook and a first (short) getUpdates succeeded.
 """
@@ -47,6 +51,8 @@ log = structlog.get_logger("hermes.telegram")
 FINAL_ACK_TIMEOUT = 2.0
 #: Shortest pause before polling again after a batch that moved nothing forward.
 MIN_POLL_PAUSE = 0.01
+#: Longest pause between the polls that ask again from an album's first part while it is collected.
+HOLD_RECHECK = 0.25
 
 # Internal signals of the poll loop, not errors: ``_fetch`` raises them and ``run`` catches
 # them at once; they never leave this module, so they stay outside the GatewayError tree.
@@ -87,7 +93,9 @@ class Poller:
         while not self._stopping.is_set():
             # The first call is a short poll: "ready" must not wait a whole long poll.
             timeout = s.poll_timeout if self._ready.is_set() else 0
-            offset = self._offset
+            offset, held = await self._held_offset()
+            if held:
+                timeout = 0
             try:
                 raw = await self._fetch(bot, offset, timeout)
             except _Stopped:
@@ -119,8 +127,8 @@ class Poller:
             if not self._ready.is_set():
                 self._ready.set()
                 log.info("telegram.polling", bot=self._connection.username, poll_timeout=s.poll_timeout)
-            progressed = await self._take_batch(bot, raw)
-            if progressed or not raw:
+            progressed = await self._take_batch(bot, raw, taken_from=offset if held else None)
+            if progressed or held or not raw:
                 idle_backoff, last_stuck = 0.0, None
                 continue
             # Updates came back but none could be acknowledged (no usable update_id), so the
@@ -134,6 +142,21 @@ class Poller:
                 idle_backoff = MIN_POLL_PAUSE
             last_stuck = stuck
             await self._pause(idle_backoff)
+
+    async def _held_offset(self) -> tuple[int | None, bool]:
+        """The offset of the next getUpdates, and whether it holds back an album not yet dispatched."""
+        albums = self._intake.albums
+        held = albums.held()
+        if held is None or self._offset is None or held >= self._offset:
+            return self._offset, False
+        # Asked again at once, the same updates would come back at once: a spin. Wait for the album
+        # to move (a part, its dispatch) or a while within its window, so that later parts (and
+        # other chats' messages) are still seen in time.
+        await albums.changed(min(self._intake.album_window() / 2, HOLD_RECHECK))
+        held = albums.held()
+        if held is None or held >= self._offset:
+            return self._offset, False
+        return held, True
 
     async def acknowledge(self, bot: TelegramBot) -> None:
         """At a disconnect: acknowledge what the router has taken, so a restart does not fetch it again."""
@@ -210,8 +233,9 @@ class Poller:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._stopping.wait(), seconds)
 
-    async def _take_batch(self, bot: TelegramBot, raw: Any) -> bool:
-        """Hand every update to the router; True if the offset moved."""
+    async def _take_batch(self, bot: TelegramBot, raw: Any, *, taken_from: int | None = None) -> bool:
+        """Hand every update to the router; True if the offset moved. ``taken_from``: the batch was
+        asked for again from there (an album held), so the updates below ``_offset`` were taken."""
         if not isinstance(raw, list):
             log.warning("telegram.batch_malformed", type=type(raw).__name__)
             return False
@@ -221,6 +245,8 @@ class Poller:
             update_id = item.get("update_id") if isinstance(item, dict) else None
             if not isinstance(update_id, int) or isinstance(update_id, bool):
                 log.warning("telegram.update_malformed", update_id=None, error="no integer update_id")
+                continue
+            if taken_from is not None and self._offset is not None and taken_from <= update_id < self._offset:
                 continue
             if self._offset is None or update_id >= self._offset:
                 self._offset = update_id + 1

@@ -12,8 +12,10 @@ aiohttp's client and raises the errors PTB expects (``TimedOut``,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import urllib.request
+from collections.abc import AsyncIterator
 
 import aiohttp
 import certifi
@@ -63,6 +65,17 @@ class AiohttpRequest(BaseRequest):
         if session is not None and not session.closed:
             await session.close()
             await asyncio.sleep(0)  # let the connector's transports close before the loop may stop
+
+    @contextlib.asynccontextmanager
+    async def download(self, url: str, *, read_timeout: float | None) -> AsyncIterator[aiohttp.ClientResponse]:
+        """``async with`` it: the response to ``GET url``, its body not yet read (a file download,
+        read in chunks by the caller). Raises aiohttp's errors, whose text may name the URL."""
+        session = self._session
+        if session is None or session.closed:
+            raise RuntimeError("This AiohttpRequest is not initialized!")
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._connect, sock_read=read_timeout)
+        async with session.get(url, timeout=timeout, headers={"User-Agent": self.USER_AGENT}) as resp:
+            yield resp
 
     async def do_request(
         self,

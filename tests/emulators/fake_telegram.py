@@ -54,7 +54,10 @@ Test API (see each method's docstring)
 * State: ``connected()``, ``await wait_connected()``, ``parked_polls``, ``updates`` (pending),
   ``acked_offset``, ``webhook``, ``webhook_deliveries``, ``topics()``, ``deleted``, ``my_commands``.
 
-Not emulated: files (``getFile``, ``sendDocument``, ``/file`` route), inline mode, callback queries,
+Files in (``getFile``, the ``/file`` route, media in messages, albums): see ``_telegram_files``, and
+``user_sends`` / ``user_sends_album``.
+
+Not emulated: sending files (``sendDocument``, ...), inline mode, callback queries,
 channels, chat members, Telegram's own (unpublished) flood thresholds (script them with
 :meth:`FakeTelegram.rate_limit_chat` and :meth:`FakeTelegram.chat_min_interval`), updates for
 the bot's own service messages, and the default ``allowed_updates`` exclusions. Unknown methods can be
@@ -80,7 +83,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from ._base import FakeServer
+from ._telegram_files import TelegramFiles
 
 __all__ = [
     "CONFLICT_POLLING",
@@ -486,7 +489,7 @@ _USE_WEBHOOK_SECRET: Any = object()
 Handler = Callable[[dict[str, Any]], Any]
 
 
-class FakeTelegram(FakeServer):
+class FakeTelegram(TelegramFiles):
     """Fake Bot API. Start with ``async with FakeTelegram() as fake:``; see the module docstring."""
 
     platform = "telegram"
@@ -574,6 +577,8 @@ class FakeTelegram(FakeServer):
         self._chat_intervals: dict[int, tuple[float, frozenset[str], bool]] = {}
         self._chat_last_call: dict[int, float] = {}
         self._poll_handler = self._m_get_updates
+        self._init_files()
+        self._album_ids = itertools.count(1)
         for name, handler in (
             ("getMe", self._m_get_me),
             ("logOut", self._m_true),
@@ -592,6 +597,7 @@ class FakeTelegram(FakeServer):
             ("getMyCommands", self._m_get_my_commands),
             ("deleteMyCommands", self._m_delete_my_commands),
             ("getChat", self._m_get_chat),
+            ("getFile", self._m_get_file),
         ):
             self.register_method(name, handler)
 
@@ -773,6 +779,70 @@ class FakeTelegram(FakeServer):
         (``bot_command`` for a leading ``/cmd[@bot]``, ``mention`` for each ``@username``); a list →
         used as given. ``extra`` keys are merged into the Message last (override anything).
         """
+        message = self._user_message(text, chat=chat, user=user, thread=thread, reply_to_bot=reply_to_bot,
+                                     mention=mention, entities=entities)
+        message.update(extra)
+        return self._deliver_user_message(message)
+
+    async def user_sends(
+        self,
+        media: Mapping[str, Any],
+        *,
+        caption: str | None = None,
+        chat: Any = None,
+        user: Any = None,
+        thread: int | None = None,
+        reply_to_bot: bool | int = False,
+        mention: bool = False,
+        caption_entities: list[dict[str, Any]] | None = None,
+        media_group_id: str | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A user sends a medium (``fake.photo(...)``, ``fake.document(...)``, ...) with an optional
+        ``caption`` (entities computed like ``user_says``'s, as ``caption_entities``); the other
+        arguments as :meth:`user_says`. Returns the Update."""
+        if mention and caption is None:
+            caption = ""
+        message = self._user_message(caption, chat=chat, user=user, thread=thread, reply_to_bot=reply_to_bot,
+                                     mention=mention, entities=caption_entities)
+        if "text" in message:
+            message["caption"] = message.pop("text")
+        if "entities" in message:
+            message["caption_entities"] = message.pop("entities")
+        message.update(copy.deepcopy(dict(media)))
+        if media_group_id is not None:
+            message["media_group_id"] = media_group_id
+        message.update(extra)
+        return self._deliver_user_message(message)
+
+    async def user_sends_album(
+        self, media: Sequence[Mapping[str, Any]], *, caption: str | None = None, caption_on: int = 0,
+        media_group_id: str | None = None, **kw: Any,
+    ) -> list[dict[str, Any]]:
+        """An album: one message per medium (2 to 10, as Telegram allows), each its own update, all with
+        one ``media_group_id``; ``caption`` (and ``mention``) on part ``caption_on`` only, as Telegram
+        shows it. The other arguments as :meth:`user_sends`."""
+        if not 2 <= len(media) <= 10:
+            raise ValueError("an album has 2 to 10 parts")
+        group = media_group_id or str(13_000_000_000_000_000 + next(self._album_ids))
+        mention = bool(kw.pop("mention", False))
+        return [
+            await self.user_sends(part, caption=caption if i == caption_on else None, media_group_id=group,
+                                  mention=mention and i == caption_on, **kw)
+            for i, part in enumerate(media)
+        ]
+
+    def _user_message(
+        self,
+        text: str | None,
+        *,
+        chat: Any,
+        user: Any,
+        thread: int | None,
+        reply_to_bot: bool | int,
+        mention: bool,
+        entities: list[dict[str, Any]] | None,
+    ) -> dict[str, Any]:
         if user is None and chat is not None:
             chat_obj = self._resolve_chat(chat)
             sender = self._users.get(chat_obj["id"], self._users[self.user["id"]])
@@ -781,8 +851,8 @@ class FakeTelegram(FakeServer):
             if chat is None:
                 self.private_chat(sender)
             chat_obj = self._resolve_chat(chat if chat is not None else sender["id"])
-        if mention and f"@{self.bot_username}".lower() not in text.lower():
-            text = f"@{self.bot_username} {text}"
+        if mention and text is not None and f"@{self.bot_username}".lower() not in text.lower():
+            text = f"@{self.bot_username} {text}" if text else f"@{self.bot_username}"
         if (
             thread is not None
             and chat_obj.get("is_forum")
@@ -805,11 +875,13 @@ class FakeTelegram(FakeServer):
             sender,
             text,
             thread=thread,
-            entities=_auto_entities(text) if entities is None else entities,
+            entities=_auto_entities(text or "") if entities is None else entities,
         )
         if target is not None:
             message["reply_to_message"] = _without_reply(target)
-        message.update(extra)
+        return message
+
+    def _deliver_user_message(self, message: dict[str, Any]) -> dict[str, Any]:
         update = {"update_id": self._take_update_id(), "message": message}
         if self.privacy_mode and not self._addresses_bot(message):
             self.withheld.append(copy.deepcopy(update))
@@ -984,6 +1056,7 @@ class FakeTelegram(FakeServer):
 
     def _setup_routes(self, app: web.Application) -> None:
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        self._file_routes(app)
 
     def _error_body(self, status: int, description: str | None) -> dict[str, Any]:
         if description is None:
@@ -1568,11 +1641,11 @@ class FakeTelegram(FakeServer):
         """Privacy mode: does a group message reach the bot (command, @mention, reply to the bot)?"""
         if message.get("chat", {}).get("type") not in ("group", "supergroup"):
             return True
-        text = message.get("text") or ""
+        text = message.get("text") or message.get("caption") or ""
         reply = message.get("reply_to_message") or {}
         if reply.get("from", {}).get("id") == self.bot_id and "forum_topic_created" not in reply:
             return True
-        for entity in message.get("entities") or []:
+        for entity in message.get("entities") or message.get("caption_entities") or []:
             piece = text.encode("utf-16-le")[2 * entity["offset"] : 2 * (entity["offset"] + entity["length"])]
             word = piece.decode("utf-16-le")
             if entity["type"] == "bot_command" and (
