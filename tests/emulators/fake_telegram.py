@@ -81,6 +81,7 @@ import aiohttp
 from aiohttp import web
 
 from ._base import FakeServer
+from ._telegram_uploads import Uploads
 
 __all__ = [
     "CONFLICT_POLLING",
@@ -594,6 +595,10 @@ class FakeTelegram(FakeServer):
             ("getChat", self._m_get_chat),
         ):
             self.register_method(name, handler)
+        #: Files the bot uploads: sendPhoto, sendDocument, sendVoice, sendAudio, sendMediaGroup (``_telegram_uploads``).
+        self.uploads = Uploads(self)
+        for upload_method, serve in self.uploads.methods():
+            self.register_method(upload_method, serve)
 
         #: The default user (``user_says`` without ``user=``); its private chat exists.
         self.user = self.add_user("Alice", username="alice")
