@@ -93,12 +93,13 @@ class FileSender:
         fits = await asyncio.to_thread(
             lambda: [photo_fits(f.path, f.size) if f.kind is AttachmentKind.IMAGE else None for f in files])
         methods = [method_for(f, ok) for f, ok in zip(files, fits, strict=True)]
+        sizes = [f.size for f in files]
         alone: set[int] = set()
         ids: list[str] = []
         async with self._sender.batch(target.chat_id) as bot:
             start = 0
             while start < len(files):
-                group = next_group(methods, start, frozenset(alone))
+                group = next_group(methods, sizes, start, limit=self._limit(), alone=frozenset(alone))
                 try:
                     ids.extend(await self._post(bot, target, files, methods, group))
                 except _Refused as refused:

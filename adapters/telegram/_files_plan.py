@@ -6,9 +6,9 @@ or when its size cannot be read, it goes as a document (which shows it as a file
 voice note is ``sendVoice`` when it is in a format Telegram plays as one (OGG/Opus, MP3, M4A), other
 audio ``sendAudio``, everything else ``sendDocument`` with its name.
 
-Files keep their order. Runs of photos go as albums (``sendMediaGroup``, 2 to 10 a call), and so do runs
-of documents and of audio files (Telegram does not mix them with anything else in an album); a voice note
-always goes alone.
+Files keep their order. Runs of photos go as albums (``sendMediaGroup``, 2 to 10 a call, together no larger
+than one upload may be), and so do runs of documents and of audio files (Telegram does not mix them with
+anything else in an album); a voice note always goes alone.
 """
 
 from __future__ import annotations
@@ -70,16 +70,20 @@ def method_for(file: OutboundFile, fits: bool | None) -> Method:
     return Method.DOCUMENT
 
 
-def next_group(methods: Sequence[Method], start: int, alone: frozenset[int] = frozenset()) -> list[int]:
+def next_group(methods: Sequence[Method], sizes: Sequence[int], start: int, *, limit: int,
+               alone: frozenset[int] = frozenset()) -> list[int]:
     """The indexes of the next call from ``start``: an album of the run of one method there (at most
-    ``ALBUM_MAX``), or the one file (a voice note, a run of one, a file in ``alone``)."""
+    ``ALBUM_MAX``, their ``sizes`` together within ``limit``: one request never carries more than a file
+    may be), or the one file (a voice note, a run of one, a file in ``alone``)."""
     method = methods[start]
     group = [start]
+    total = sizes[start]
     if method is Method.VOICE or start in alone:
         return group
     while len(group) < ALBUM_MAX:
         i = group[-1] + 1
-        if i >= len(methods) or methods[i] is not method or i in alone:
+        if i >= len(methods) or methods[i] is not method or i in alone or total + sizes[i] > limit:
             break
         group.append(i)
+        total += sizes[i]
     return group
