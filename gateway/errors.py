@@ -29,7 +29,8 @@ are defined here. This module exports them all::
     ├── MediaProcessingError          core.media: a file's bytes could not be made readable
     │   ├── UnreadableMediaError        corrupt, truncated, a bomb, an unknown or locked format
     │   ├── TranscriptionError          speech-to-text failed or heard nothing
-    │   └── VisionError                 the vision model could not describe an image
+    │   ├── VisionError                 the vision model could not describe an image
+    │   └── SpeechError                 text-to-speech (a voice reply) gave no audio
     ├── MemoryStoreError              core.memory
     │   └── MemoryLimitError
     ├── SkillError                    core.skills
@@ -94,7 +95,13 @@ from core.errors import (
     ModelTimeoutError,
     ModelUnavailableError,
 )
-from core.media import MediaProcessingError, TranscriptionError, UnreadableMediaError, VisionError
+from core.media import (
+    MediaProcessingError,
+    SpeechError,
+    TranscriptionError,
+    UnreadableMediaError,
+    VisionError,
+)
 from core.memory import MemoryLimitError, MemoryStoreError
 from core.skills import SkillError, SkillNotFoundError
 from core.tools import ToolError
@@ -259,6 +266,7 @@ _TABLE: tuple[tuple[type[BaseException], int, str, int, float | None], ...] = (
     (UnreadableMediaError, 400, "unreadable_media", EX_USAGE, None),
     (TranscriptionError, 502, "transcription_failed", EX_UNAVAILABLE, None),
     (VisionError, 502, "vision_failed", EX_UNAVAILABLE, None),
+    (SpeechError, 502, "speech_failed", EX_UNAVAILABLE, None),
     (MediaProcessingError, 400, "unreadable_media", EX_USAGE, None),
     (DuplicateRequestError, 409, "duplicate_request", 1, None),
     (StorageFullError, 507, "storage_full", EX_TEMPFAIL, None),
@@ -371,6 +379,7 @@ __all__ = [
     "SessionNotFoundError",
     "SkillError",
     "SkillNotFoundError",
+    "SpeechError",
     "StorageBusyError",
     "StorageClosedError",
     "StorageError",

@@ -8,7 +8,8 @@ This module connects and disconnects; the work is done by its parts:
   files it carries; ``_albums``: an album's updates as one message);
 - ``_media_fetch``: a file's bytes, when the gateway asks for them (``fetch``);
 - ``_outbound`` and ``_format``: replies out, as MarkdownV2 with a plain-text fallback;
-- ``_stream``: an answer shown while it is written (drafts in private chats, edits elsewhere).
+- ``_stream``: an answer shown while it is written (drafts in private chats, edits elsewhere);
+- ``_files_out`` (with ``_files_plan``): an answer's files, as photos, albums, voice notes and documents.
 
 ``ready`` is set once getMe, deleteWebhook and a first (short) getUpdates
 succeeded; in webhook mode once getMe and setWebhook did. A disconnect lets the
@@ -20,14 +21,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from aiohttp import web
 
 from .._split import split_text
 from ..base import Adapter, ChatInfo, ChatType, OutboundMessage, ReplyStream, SendResult
-from ..media import Attachment
+from ..media import Attachment, OutboundFile
 from ._client import BotConnection
+from ._files_out import FileSender
 from ._format import markdown_v2_budget
 from ._inbound import PLATFORM
 from ._intake import UpdateIntake
@@ -41,6 +43,7 @@ from ._webhook import Webhook
 __all__ = ["TelegramAdapter"]
 
 STOP_WAIT = 5.0
+MIB = 1024 * 1024
 
 
 class TelegramAdapter(Adapter):
@@ -49,6 +52,7 @@ class TelegramAdapter(Adapter):
     supports_recovery = True
     #: how long the parts of an album are waited for after the last one came (seconds)
     media_group_window: float = 0.8
+    max_upload_bytes = 50 * MIB  # the Bot API's upload limit (a local Bot API server takes more)
 
     def __init__(self, settings: TelegramSettings) -> None:
         super().__init__()
@@ -58,6 +62,8 @@ class TelegramAdapter(Adapter):
         self._loop_done: asyncio.Event | None = None
         self._sender = Sender(settings, self._connection)
         self._streams = Streams(self._sender, self.split)
+        self.max_upload_bytes = int(settings.max_upload_mb * MIB)
+        self._files = FileSender(settings, self._sender, lambda: self.max_upload_bytes)
         self._intake = UpdateIntake(settings, self._connection, self.dispatch, self._sender.note_forum,
                                     download_limit=lambda: self.max_download_bytes,
                                     album_window=lambda: self.media_group_window)
@@ -133,6 +139,11 @@ class TelegramAdapter(Adapter):
 
     async def send(self, message: OutboundMessage) -> SendResult:
         return await self._sender.send(message)
+
+    async def send_files(self, target: OutboundMessage, files: tuple[OutboundFile, ...], *,
+                         sent: Callable[[int], Awaitable[None]] | None = None) -> SendResult:
+        """Images as photos (runs of them as albums), voice notes, audio and documents, in order (``_files_out``)."""
+        return await self._files.send(target, files, sent=sent)
 
     def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
         """A draft in a private chat, a message edited in place elsewhere (``_stream``)."""

@@ -183,6 +183,26 @@ class Sender:
         self._last_quote[message.chat_id] = message.reply_to
         return sent
 
+    @contextlib.asynccontextmanager
+    async def batch(self, chat_id: str) -> AsyncIterator[TelegramBot]:
+        """Several calls that go together (an answer's files): in flight for a disconnect, under the chat's lock."""
+        with self._sending():
+            bot = await self._connection.ensure()
+            async with self._send_locks.hold(chat_id):
+                yield bot
+
+    async def place(self, bot: TelegramBot, message: OutboundMessage) -> _Target:
+        """Where the next message of ``message``'s answer goes (call ``placed`` once it went): as ``send`` places
+        a reply, quoting the question once."""
+        return await self._target(bot, message.chat_id, message.thread_id, message.reply_to)
+
+    def placed(self, message: OutboundMessage) -> None:
+        self._last_quote[message.chat_id] = message.reply_to
+
+    async def call(self, chat_id: str, target: _Target, request: Callable[[_Target], Awaitable[T]]) -> T:
+        """One Bot API call inside ``batch``, through flood waits and a vanished topic or reply target."""
+        return await self._call(chat_id, target, request)
+
     @contextlib.contextmanager
     def _sending(self) -> Iterator[None]:
         """Counts sends in flight, so a disconnect lets them finish before closing the client."""

@@ -66,6 +66,9 @@ class TelegramSettings(PlatformSettings):
     """HTTP connections for sends (all chats share them)."""
     request_timeout: float = Field(default=20.0, gt=0)
     """Read/write/pool timeout of one Bot API call other than getUpdates (seconds)."""
+    max_upload_mb: float = Field(default=50.0, gt=0, le=2000)
+    """The largest file the bot uploads (MiB; the Bot API takes 50, a local Bot API server up to 2000); a larger
+    file gets a note instead."""
     dispatch_wait: float = Field(default=10.0, gt=0)
     """How long the poll loop waits for the gateway to take an update before it acknowledges it
     anyway (seconds; normally milliseconds, longer only when that chat is in a flood wait)."""

@@ -10,7 +10,9 @@ GatewayError                      (storage.errors)
     │                             unsupported type, password-protected, ...
     ├── TranscriptionError        speech-to-text failed, timed out, found no speech, or is
     │                             not installed
-    └── VisionError               the auxiliary vision model could not describe an image
+    ├── VisionError               the auxiliary vision model could not describe an image
+    └── SpeechError               text-to-speech (a voice reply) failed, timed out, or sent
+                                  back no audio
 ```
 """
 
@@ -34,3 +36,7 @@ class TranscriptionError(MediaProcessingError):
 
 class VisionError(MediaProcessingError):
     """The auxiliary vision model gave no description of an image."""
+
+
+class SpeechError(MediaProcessingError):
+    """Text-to-speech gave no audio: nothing to say, the call failed or timed out, or the answer was no audio."""

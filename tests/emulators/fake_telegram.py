@@ -57,7 +57,8 @@ Test API (see each method's docstring)
 Files in (``getFile``, the ``/file`` route, media in messages, albums): see ``_telegram_files``, and
 ``user_sends`` / ``user_sends_album``.
 
-Not emulated: sending files (``sendDocument``, ...), inline mode, callback queries,
+Uploads (``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio``, ``sendMediaGroup``) are
+``_telegram_uploads``. Not emulated: inline mode, callback queries,
 channels, chat members, Telegram's own (unpublished) flood thresholds (script them with
 :meth:`FakeTelegram.rate_limit_chat` and :meth:`FakeTelegram.chat_min_interval`), updates for
 the bot's own service messages, and the default ``allowed_updates`` exclusions. Unknown methods can be
@@ -84,6 +85,7 @@ import aiohttp
 from aiohttp import web
 
 from ._telegram_files import TelegramFiles
+from ._telegram_uploads import Uploads
 
 __all__ = [
     "CONFLICT_POLLING",
@@ -600,6 +602,10 @@ class FakeTelegram(TelegramFiles):
             ("getFile", self._m_get_file),
         ):
             self.register_method(name, handler)
+        #: Files the bot uploads: sendPhoto, sendDocument, sendVoice, sendAudio, sendMediaGroup (``_telegram_uploads``).
+        self.uploads = Uploads(self)
+        for upload_method, serve in self.uploads.methods():
+            self.register_method(upload_method, serve)
 
         #: The default user (``user_says`` without ``user=``); its private chat exists.
         self.user = self.add_user("Alice", username="alice")

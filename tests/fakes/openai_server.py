@@ -27,7 +27,8 @@ answer is recorded in ``streams`` (a ``StreamRecord``: chunks sent, how it ended
 A chat request's body is recorded whole, so a test sees every content part it carried
 (an ``image_url`` part's data URL included; bodies up to 32 MiB are taken).
 ``POST /v1/audio/transcriptions`` is answered by ``transcriptions`` (``_openai_audio.py``),
-which has its own script and record of the form fields and file bytes it got.
+which has its own script and record of the form fields and file bytes it got;
+``POST /v1/audio/speech`` by ``speech`` (``_openai_speech.py``), which speaks as a real OGG/Opus file.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from ._openai_audio import FakeTranscriptions
+from ._openai_speech import FakeSpeech
 from ._openai_stream import BreakMode, StreamBreak, StreamRecord, write_stream
 
 Responder = Callable[[dict[str, Any]], str]
@@ -111,8 +113,8 @@ class Hold:
 
 
 class FakeOpenAI:
-    """``POST /v1/chat/completions`` (optionally streamed), ``GET /v1/models`` and
-    ``POST /v1/audio/transcriptions``."""
+    """``POST /v1/chat/completions`` (optionally streamed), ``GET /v1/models``,
+    ``POST /v1/audio/transcriptions`` and ``POST /v1/audio/speech``."""
 
     def __init__(
         self,
@@ -133,6 +135,7 @@ class FakeOpenAI:
         self.api_key = api_key  # when set, requests without "Bearer <api_key>" get a 401
         self.requests: list[RecordedRequest] = []
         self.transcriptions = FakeTranscriptions()
+        self.speech = FakeSpeech()
         self._script: deque[_Step] = deque()
         self._holds: list[Hold] = []
         self._release = asyncio.Event()  # lets hung handlers finish when the server stops
@@ -147,6 +150,7 @@ class FakeOpenAI:
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
         app.router.add_post("/v1/audio/transcriptions", self._transcription)
+        app.router.add_post("/v1/audio/speech", self._speech)
         self._release.clear()
         self._runner = web.AppRunner(app, shutdown_timeout=1.0, access_log=None)
         await self._runner.setup()
@@ -294,6 +298,14 @@ class FakeOpenAI:
                      "code": "invalid_api_key"}
             return web.json_response({"error": error}, status=401)
         return await self.transcriptions.handle(request, self._release)
+
+    async def _speech(self, request: web.Request) -> web.StreamResponse:
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            await request.read()
+            error = {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                     "code": "invalid_api_key"}
+            return web.json_response({"error": error}, status=401)
+        return await self.speech.handle(request, self._release)
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         recorded = await self._record(request)
