@@ -50,7 +50,12 @@ def build_adapters(config: LoadedConfig, *, standalone: bool, extra: dict[str, A
     if discord.active:
         adapters["discord"] = DiscordAdapter(discord)
     adapters.update(extra)
+    # Built once: an adapter choosing among sizes of one file (Telegram's photos) picks within the limit.
+    limit = int(config.settings.media.max_download_mb * 2**20)
+    for adapter in adapters.values():
+        adapter.max_download_bytes = limit
     return adapters
+
 
 def secrets_of(config: LoadedConfig) -> list[str | None]:
     """Every secret value the config holds, for the log redactor."""

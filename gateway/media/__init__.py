@@ -12,6 +12,7 @@ from .intake import MediaIntake, TakenMedia
 from .outbox import MAX_FILES, TurnFiles, from_ledger, to_ledger
 from .pruner import MediaPruner, PruneReport
 from .recall import ImageRecall
+from .voice import speak_answer
 
 __all__ = [
     "MAX_FILES",
@@ -23,5 +24,6 @@ __all__ = [
     "TurnFiles",
     "build_media",
     "from_ledger",
+    "speak_answer",
     "to_ledger",
 ]

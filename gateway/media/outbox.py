@@ -56,9 +56,9 @@ class TurnFiles:
         if len(self.files) >= MAX_FILES:
             raise ToolError(f"An answer can carry at most {MAX_FILES} files; this one has them already.")
 
-    async def _taken(self, blob: StoredBlob, name: str, head: bytes) -> str:
+    async def _taken(self, blob: StoredBlob, name: str, head: bytes, kind: AttachmentKind | None = None) -> str:
         sniffed = sniff(head, name)
-        file = OutboundFile(blob.path, name, sniffed.mime, _kind(sniffed.mime), blob.size, id=blob.sha256)
+        file = OutboundFile(blob.path, name, sniffed.mime, kind or _kind(sniffed.mime), blob.size, id=blob.sha256)
         self.files.append(file)
         return f"{name} ({sniffed.mime}, {human_size(blob.size)})"
 
@@ -73,12 +73,13 @@ class TurnFiles:
         head = await asyncio.to_thread(_head, blob.path)
         return await self._taken(blob, name, head)
 
-    async def add_bytes(self, data: bytes, name: str) -> str:
+    async def add_bytes(self, data: bytes, name: str, *, kind: AttachmentKind | None = None) -> str:
+        """``kind``: how it is sent (a voice note) when its type alone does not say."""
         self._room()
         if len(data) > self._limit:
             raise ToolError(f"{name} is larger than {human_size(self._limit)}, the most that can be sent.")
         blob = await self._blobs.put_bytes(data)
-        return await self._taken(blob, name, data[:SNIFF_BYTES])
+        return await self._taken(blob, name, data[:SNIFF_BYTES], kind)
 
     def release(self) -> None:
         """The answer (and with it the ledger's note of these files) is written, or never will be."""

@@ -18,7 +18,6 @@ import structlog
 from adapters.base import (
     ChatType,
     InboundMessage,
-    MediaUnavailableError,
     OutboundMessage,
     ReplyError,
     SendKind,
@@ -26,7 +25,6 @@ from adapters.base import (
 )
 from core.agent import Agent, AnswerOp, TurnRequest
 from gateway.errors import (
-    BadInputError,
     DuplicateRequestError,
     GatewayError,
     LanesClosedError,
@@ -34,13 +32,14 @@ from gateway.errors import (
     describe,
 )
 from gateway.logs import redact
-from gateway.media import TakenMedia, TurnFiles
+from gateway.media import TakenMedia, TurnFiles, speak_answer
 from gateway.routing.delivery import record_stream, settle_reply
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
 from gateway.routing.session_index import Binding
 from gateway.routing.session_key import is_shared_session
 from gateway.routing.streaming import ChatPacer, StreamDriver, stopped_text
+from gateway.routing.turn_media import take_media
 from storage import SeenMessage
 
 log = structlog.get_logger("hermes.router")
@@ -191,7 +190,7 @@ class Turns:
             typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
             taken: TakenMedia | None = None
             if msg.attachments and resume is None:
-                taken = await self._take_media(msg)
+                taken = await take_media(services, msg)
                 if taken is None or not taken.answerable:
                     typing.cancel()
                     if taken is not None and services.media is not None:
@@ -245,6 +244,9 @@ class Turns:
                 result = await self._make_agent(services, request).run_turn(request)
                 reply = result.text
                 usage = TokenUsage(result.usage.input_tokens, result.usage.output_tokens)
+                if taken is not None and taken.transcripts and files is not None:  # a voice message
+                    await speak_answer(services.config.settings.tts, reply, files, store=services.store,
+                                       ledger_id=outbox.id if outbox is not None else None)
             except asyncio.CancelledError:
                 if files is not None:
                     files.release()
@@ -285,30 +287,6 @@ class Turns:
             finally:
                 if files is not None:  # a ledger row names them now (or never will)
                     files.release()
-
-    async def _take_media(self, msg: InboundMessage) -> TakenMedia | None:
-        """The message's attachments as the agent reads them; None (the person told why) when they
-        cannot be taken at all. A message left with nothing to answer gets its problems as the reply."""
-        media = self.services.media
-        try:
-            if media is None:
-                raise MediaUnavailableError("this gateway was built without media support")
-            taken = await media.take(msg, self.services.adapters.get(msg.platform))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # storage refused (a full disk), or a bug: the person is told
-            if isinstance(exc, GatewayError):
-                log.warning("router.media_failed", error_type=type(exc).__name__, error=str(exc))
-            else:
-                log.exception("router.media_failed")
-            await self._notice_error(msg, exc)
-            return None
-        if not taken.answerable:
-            said = "\n".join(taken.problems) or "That message had nothing I can read."
-            await self.services.delivery.send(OutboundMessage(
-                msg.platform, msg.chat_id, redact(said), msg.thread_id, msg.message_id, SendKind.NOTICE,
-                error=describe(BadInputError(said)).reply_error()))
-        return taken
 
     def _open_stream(self, msg: InboundMessage, outbox: _Outbox | None, *,
                      on_shown: Callable[[], object]) -> StreamDriver | None:

@@ -38,6 +38,11 @@ def _files(raw: str | None) -> tuple[LedgerFile, ...]:
         return ()
 
 
+def set_files(conn: sqlite3.Connection, ledger_id: int, files: Sequence[LedgerFile]) -> None:
+    """The reply's files, as they are now (one was added after its answer was stored)."""
+    conn.execute("UPDATE gateway_outbound SET files = ? WHERE id = ?", (_files_json(files), ledger_id))
+
+
 def set_files_sent(conn: sqlite3.Connection, ledger_id: int, count: int) -> None:
     """The platform has taken the first ``count`` files of the reply (a retry sends the rest)."""
     conn.execute("UPDATE gateway_outbound SET files_sent = MAX(COALESCE(files_sent, 0), ?) WHERE id = ?", (count, ledger_id))

@@ -7,6 +7,7 @@ tested with their emulators in tests/adapters.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import io
 import sqlite3
@@ -265,3 +266,25 @@ async def test_deleting_a_session_deletes_its_files_and_retention_prunes_the_res
     assert rows(gw.db_path, "SELECT COUNT(*) FROM gateway_attachments") == [(0,)]
     # The conversation itself is kept: only its files went.
     assert any("[image " in c for c in user_contents(gw.db_path))
+
+
+async def test_a_voice_message_is_answered_with_a_voice_note_too(gateway_home: Path,
+                                                                fake_openai: FakeOpenAI) -> None:
+    fake_openai.transcriptions.reply("what time is it", duration=2.0)
+    chat = ChatAdapter()
+    config = {**stt(fake_openai), "tts": {"base_url": fake_openai.base_url, "reply_to_voice": True, "voice": "nova"}}
+    async with run_gateway(gateway_home, fake_openai.base_url, env=ALLOW, chat=chat, config=config) as gw:
+        await chat.say("", user="u1", attachments=(voice_note(2),))
+        [reply] = await chat.wait_sent(1)
+        for _ in range(100):
+            if chat.files:
+                break
+            await asyncio.sleep(0.02)
+    assert reply.text == "echo: [voice 0:02] what time is it"
+    [(chat_id, name, audio)] = chat.files
+    assert (chat_id, name) == ("u1", "answer.ogg") and audio.startswith(b"OggS")
+    [spoken] = fake_openai.speech.requests
+    assert spoken.body["input"] == reply.text and spoken.body["voice"] == "nova"
+    assert spoken.body["response_format"] == "opus"
+    [(files, sent)] = rows(gw.db_path, "SELECT files, files_sent FROM gateway_outbound")
+    assert '"kind": "voice"' in files and sent == 1
