@@ -158,9 +158,10 @@ class MediaIntake:
         async with asyncio.timeout(self._settings.download_timeout):
             blob = await self.blobs.put(chunks, limit=self._limit)
         try:
-            data = await asyncio.to_thread(blob.path.read_bytes)
-            sniffed = sniff(data[:SNIFF_BYTES], attachment.name)
+            # Read whole only once a decoder is free: ten photos waiting hold ten files on disk, not in memory.
             async with self._decoders:
+                data = await asyncio.to_thread(blob.path.read_bytes)
+                sniffed = sniff(data[:SNIFF_BYTES], attachment.name)
                 return await self._kinds.read(attachment, blob, data, sniffed)
         except BaseException:
             self.blobs.release(blob.sha256)  # no row will name it: the next sweep removes it
