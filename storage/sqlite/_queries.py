@@ -15,6 +15,7 @@ from typing import Any
 from .._model import ChatOwner
 from .._text import split_lineage_title
 from ..errors import AmbiguousSessionError, SessionNotFoundError
+from ._attachments import for_session
 from ._ownership import owned_ids_sql
 
 # What a prune deletes is a read too; it lives beside the rule that explains it.
@@ -295,7 +296,18 @@ def iter_export(conn: sqlite3.Connection, *, source: str | None = None,
         if session is None:  # deleted meanwhile
             continue
         session["messages"] = get_messages(conn, sid)
+        session["attachments"] = _attachments_of(conn, sid)
         yield session
+
+
+def _attachments_of(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
+    """The files of a session's messages, for an export (their bytes: ``media/<sha256>`` by digest)."""
+    try:
+        rows = for_session(conn, session_id)
+    except sqlite3.OperationalError:  # a file no gateway has opened since before attachments existed
+        return []
+    return [{"message_id": r.message_id, "kind": r.kind, "mime": r.mime, "name": r.name, "size": r.size,
+             "sha256": r.sha256, "description": r.description, "created_at": r.created_at} for r in rows]
 
 
 def export_session(conn: sqlite3.Connection, session_id: str) -> dict[str, Any] | None:

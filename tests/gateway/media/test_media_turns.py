@@ -20,6 +20,7 @@ from PIL import Image
 from adapters.base import ChatType
 from adapters.media import Attachment, AttachmentKind
 from gateway.control.client import call
+from storage import queries
 from tests.fakes.openai_server import FakeOpenAI, echo_last_user_message
 from tests.gateway._chat_adapter import ChatAdapter
 from tests.gateway.conftest import run_gateway
@@ -93,6 +94,17 @@ async def test_a_photo_reaches_a_vision_model_resized_and_without_exif(gateway_h
     for _, _, size, sha in kinds:
         blob = next((gateway_home / "media").rglob(sha))
         assert blob.stat().st_size == size
+    # A session export lists the files with the messages.
+    conn = sqlite3.connect(gw.db_path)
+    conn.row_factory = sqlite3.Row
+    try:
+        [(sid,)] = conn.execute("SELECT id FROM sessions").fetchall()
+        exported = queries.export_session(conn, sid)
+    finally:
+        conn.close()
+    assert exported is not None
+    assert [(a["kind"], a["name"]) for a in exported["attachments"]] == [("image", "photo.jpg"),
+                                                                         ("image_shown", "photo.jpg")]
 
 
 async def test_without_vision_the_person_is_told_and_the_caption_is_answered(gateway_home: Path,
@@ -288,3 +300,31 @@ async def test_a_voice_message_is_answered_with_a_voice_note_too(gateway_home: P
     assert spoken.body["response_format"] == "opus"
     [(files, sent)] = rows(gw.db_path, "SELECT files, files_sent FROM gateway_outbound")
     assert '"kind": "voice"' in files and sent == 1
+
+
+async def test_a_file_over_the_limit_without_a_declared_size_is_refused(gateway_home: Path,
+                                                                     fake_openai: FakeOpenAI) -> None:
+    chat = ChatAdapter()
+    liar = Attachment(AttachmentKind.DOCUMENT, ref="", name="small.log", size=None, data=b"x" * (2 * 2**20))
+    async with run_gateway(gateway_home, fake_openai.base_url, env=ALLOW, chat=chat,
+                           config={"media": {"max_download_mb": 1}}) as gw:
+        await chat.say("read this", user="u1", attachments=(liar,))
+        [reply] = await chat.wait_sent(1)
+    assert reply.text.startswith("echo: read this")
+    assert "small.log (2.0 MB) is too large: the limit is 1.0 MB" in reply.text
+    assert stored_files(gateway_home) == [] and rows(gw.db_path, "SELECT COUNT(*) FROM gateway_attachments") == [(0,)]
+
+
+async def test_an_image_part_of_the_http_api_reaches_a_vision_model(gateway_home: Path,
+                                                                   fake_openai: FakeOpenAI) -> None:
+    out = io.BytesIO()
+    Image.new("RGB", (200, 100), (0, 0, 255)).save(out, "PNG")
+    url = "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
+    async with run_gateway(gateway_home, fake_openai.base_url, config=VISION) as gw:
+        resp = await gw.http.post("/v1/chat/completions", json={"model": "fake-model", "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "colour?"},
+                                         {"type": "image_url", "image_url": {"url": url}}]}]})
+        assert resp.status_code == 200, resp.text
+    [(_, img)] = image_parts(fake_openai.chat_requests[-1].body)
+    assert img.size == (200, 100) and img.getpixel((5, 5))[2] > 240  # re-encoded as JPEG
+    assert resp.json()["choices"][0]["message"]["content"].startswith("echo: colour?")
