@@ -41,6 +41,7 @@ from .llm import ModelClient
 from .prompt import PromptContext, SkillEntry, build_system_prompt
 from .titles import auto_title
 from .tools import FileOutbox, ToolContext, ToolRegistry, builtin_registry
+from .tools.send_file import file_roots
 
 if TYPE_CHECKING:
     from storage import StateStore
@@ -124,7 +125,7 @@ class AgentRuntime:
                            user_id=user_id, session_key=session_key,
                            recall_all=self.settings.recalls_everything(platform, user_id),
                            toolsets=self.tools_for(platform).toolsets, env_names=self.settings.env_names,
-                           files=files, file_roots=(self.home / "workspace", self.home / "media"))
+                           files=files, file_roots=file_roots(self.home))
 
     def skill_needs(self, platform: str) -> SkillNeeds:
         """What this platform's agent has, for the skills that require toolsets or variables."""

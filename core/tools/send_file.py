@@ -22,7 +22,7 @@ from typing import Any
 from ._args import Args
 from ._base import Tool, ToolContext, ToolError
 
-__all__ = ["SEND_FILE_TOOL", "confine"]
+__all__ = ["SEND_FILE_TOOL", "confine", "file_roots"]
 
 _DESCRIPTION = (
     "Send a file to the user with your answer: a chart, a document, an image, an export. Give 'path' (a "
@@ -44,6 +44,12 @@ _PARAMETERS: dict[str, Any] = {
 
 #: the most text or base64 the model may hand over in one call (a larger file: write it, send its path)
 _MAX_INLINE_CHARS = 8 * 2**20
+
+
+def file_roots(home: Path) -> tuple[Path, ...]:
+    """The folders files may be sent from: the agent's workspace (first: relative paths are in it)
+    and the media store (the files people sent, at the paths the agent was told)."""
+    return (home / "workspace", home / "media")
 
 
 def confine(path: str, roots: tuple[Path, ...]) -> Path:

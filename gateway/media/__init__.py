@@ -9,6 +9,7 @@ Built once by the daemon (``build_media``) from the validated config.
 
 from .build import build_media
 from .intake import MediaIntake, TakenMedia
+from .links import attach_linked_images, note_files
 from .outbox import MAX_FILES, TurnFiles, from_ledger, to_ledger
 from .pruner import MediaPruner, PruneReport
 from .recall import ImageRecall
@@ -22,8 +23,10 @@ __all__ = [
     "PruneReport",
     "TakenMedia",
     "TurnFiles",
+    "attach_linked_images",
     "build_media",
     "from_ledger",
+    "note_files",
     "speak_answer",
     "to_ledger",
 ]

@@ -10,16 +10,15 @@ restart like any other file.
 
 from __future__ import annotations
 
-import sqlite3
-
 import structlog
 
 from adapters.media import AttachmentKind
 from core.media import MediaProcessingError, synthesize
 from gateway.config import TtsConfig
-from storage import StateStore, outbound
+from storage import StateStore
 
-from .outbox import TurnFiles, to_ledger
+from .links import note_files
+from .outbox import TurnFiles
 
 log = structlog.get_logger("hermes.media")
 
@@ -39,11 +38,5 @@ async def speak_answer(settings: TtsConfig, text: str, files: TurnFiles, *, stor
     except (MediaProcessingError, Exception) as exc:  # the text answer goes out regardless
         log.warning("media.voice_reply_failed", error_type=type(exc).__name__, error=str(exc)[:200])
         return False
-    if ledger_id is not None:
-        noted = to_ledger(tuple(files.files))
-
-        def note(conn: sqlite3.Connection) -> None:
-            outbound.set_files(conn, ledger_id, noted)
-
-        await store.write(note)
+    await note_files(store, ledger_id, files)
     return True

@@ -24,6 +24,7 @@ from adapters.base import (
     TokenUsage,
 )
 from core.agent import Agent, AnswerOp, TurnRequest
+from core.tools.send_file import file_roots
 from gateway.errors import (
     DuplicateRequestError,
     GatewayError,
@@ -32,7 +33,7 @@ from gateway.errors import (
     describe,
 )
 from gateway.logs import redact
-from gateway.media import TakenMedia, TurnFiles, speak_answer
+from gateway.media import TakenMedia, TurnFiles, attach_linked_images, note_files, speak_answer
 from gateway.routing.delivery import record_stream, settle_reply
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
@@ -244,9 +245,8 @@ class Turns:
                 result = await self._make_agent(services, request).run_turn(request)
                 reply = result.text
                 usage = TokenUsage(result.usage.input_tokens, result.usage.output_tokens)
-                if taken is not None and taken.transcripts and files is not None:  # a voice message
-                    await speak_answer(services.config.settings.tts, reply, files, store=services.store,
-                                       ledger_id=outbox.id if outbox is not None else None)
+                if files is not None:
+                    await self._answer_files(reply, files, taken, outbox.id if outbox is not None else None)
             except asyncio.CancelledError:
                 if files is not None:
                     files.release()
@@ -287,6 +287,16 @@ class Turns:
             finally:
                 if files is not None:  # a ledger row names them now (or never will)
                     files.release()
+
+    async def _answer_files(self, reply: str, files: TurnFiles, taken: TakenMedia | None,
+                            ledger_id: int | None) -> None:
+        """Files the answer brings beyond ``send_file``'s: images it links to on this machine, and
+        for a voice message its spoken version."""
+        services = self.services
+        if await attach_linked_images(reply, files, file_roots(services.config.home)):
+            await note_files(services.store, ledger_id, files)
+        if taken is not None and taken.transcripts:
+            await speak_answer(services.config.settings.tts, reply, files, store=services.store, ledger_id=ledger_id)
 
     def _open_stream(self, msg: InboundMessage, outbox: _Outbox | None, *,
                      on_shown: Callable[[], object]) -> StreamDriver | None:

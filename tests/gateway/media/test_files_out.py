@@ -146,3 +146,26 @@ async def test_the_http_api_links_files_behind_its_key(gateway_home: Path, fake_
         assert missing.status_code == 404
     # Not retried (the HTTP API waits for its answer), but noted: the file is kept with the reply.
     assert rows(gw.db_path, "SELECT status FROM gateway_outbound") == [("sent",)]
+
+
+async def test_an_image_the_answer_links_to_on_this_machine_is_uploaded(gateway_home: Path,
+                                                                       fake_openai: FakeOpenAI,
+                                                                       tmp_path: Path) -> None:
+    workspace = gateway_home / "workspace"
+    workspace.mkdir(parents=True)
+    (workspace / "chart.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    (tmp_path / "outside.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(8))
+    fake_openai.reply(f"Here: ![chart](chart.png) and ![web](https://example.com/x.png) "
+                      f"and ![no](<{tmp_path / 'outside.png'}>) and ![gone](missing.png)")
+    chat = ChatAdapter()
+    async with run_gateway(gateway_home, fake_openai.base_url, env=ALLOW, chat=chat) as gw:
+        await chat.say("draw it", user="u1")
+        await chat.wait_sent(1)
+        for _ in range(100):
+            if chat.files:
+                break
+            await asyncio.sleep(0.02)
+    # Only the workspace's image: the URL stays a link, the file outside is not read, the missing one skipped.
+    assert [(name, data[:4]) for _, name, data in chat.files] == [("chart.png", b"\x89PNG")]
+    [(files, sent)] = rows(gw.db_path, "SELECT files, files_sent FROM gateway_outbound")
+    assert [f["name"] for f in json.loads(files)] == ["chart.png"] and sent == 1
