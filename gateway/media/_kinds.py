@@ -67,6 +67,8 @@ class Piece:
     problems: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
     transcript: str | None = None
+    #: the agent can read something of it (False: only that it came, unseen or unheard)
+    useful: bool = True
 
 
 def _row(attachment: Attachment, blob: StoredBlob, kind: str, mime: str, description: str | None) -> dict[str, Any]:
@@ -116,11 +118,11 @@ class Kinds:
             except VisionError as exc:
                 log.warning("media.vision_failed", error=str(exc))
                 return Piece(image_marker(digest, attachment.name, img.width, img.height, "(not seen)"),
-                             problems=[f"I could not look at {label}: {exc}"], rows=rows)
+                             problems=[f"I could not look at {label}: {exc}"], rows=rows, useful=False)
             rows[0]["description"] = description
             return Piece(image_marker(digest, attachment.name, img.width, img.height, description), rows=rows)
         return Piece(image_marker(digest, attachment.name, img.width, img.height, "(not seen)"),
-                     problems=[NO_VISION.format(label=label)], rows=rows)
+                     problems=[NO_VISION.format(label=label)], rows=rows, useful=False)
 
     async def _audio(self, attachment: Attachment, blob: StoredBlob, data: bytes, sniffed: Sniffed) -> Piece:
         voice = attachment.kind is AttachmentKind.VOICE
@@ -129,14 +131,15 @@ class Kinds:
         head = f"[{what}{'' if voice else ' ' + (attachment.name or '')}".rstrip()
         rows = [_row(attachment, blob, what, sniffed.mime, None)]
         if self._transcriber is None:
-            return Piece(f"{head}{_clock(attachment.duration)}] (not transcribed)", problems=[NO_STT], rows=rows)
+            return Piece(f"{head}{_clock(attachment.duration)}] (not transcribed)", problems=[NO_STT], rows=rows,
+                         useful=False)
         try:
             transcript = await self._transcriber.transcribe(data, mime=sniffed.mime,
                                                             name=attachment.name or f"{what}.{sniffed.ext or 'bin'}")
         except TranscriptionError as exc:
             log.warning("media.transcription_failed", error=str(exc))
             return Piece(f"{head}{_clock(attachment.duration)}] (not transcribed)",
-                         problems=[f"I could not transcribe {label}: {exc}"], rows=rows)
+                         problems=[f"I could not transcribe {label}: {exc}"], rows=rows, useful=False)
         duration = attachment.duration if attachment.duration is not None else transcript.duration
         rows[0]["description"] = transcript.text
         return Piece(f"{head}{_clock(duration)}] {transcript.text}", rows=rows, transcript=transcript.text)

@@ -60,6 +60,10 @@ class TakenMedia:
     transcripts: list[str] = field(default_factory=list)
     #: the attachment rows, written with the user message (``TurnRequest.link``)
     rows: list[dict[str, Any]] = field(default_factory=list)
+    #: the files the agent can read something of
+    readable: int = 0
+    #: the message's own words (its caption)
+    caption: str = ""
 
     @property
     def digests(self) -> tuple[str, ...]:
@@ -68,8 +72,9 @@ class TakenMedia:
 
     @property
     def answerable(self) -> bool:
-        """There is something for the agent to answer (text, or a file it could read)."""
-        return bool(self.text.strip())
+        """There is something for the agent to answer: words, or a file it could read (a photo no
+        model can see, alone, is only told so; no model call is spent on it)."""
+        return bool(self.caption) or self.readable > 0
 
     def notes(self, *, shared: bool, echo: bool | None) -> tuple[str, str]:
         """What the reply says about the files: the transcripts before the answer (where ``echo``
@@ -107,7 +112,7 @@ class MediaIntake:
         await self._kinds.aclose()
 
     async def take(self, msg: InboundMessage, adapter: Adapter | None) -> TakenMedia:
-        taken = TakenMedia(text=msg.text.strip())
+        taken = TakenMedia(text=msg.text.strip(), caption=msg.text.strip())
         wanted = msg.attachments[: self._settings.max_attachments]
         if len(msg.attachments) > len(wanted):
             taken.problems.append(f"Only the first {len(wanted)} files of a message are read; "
@@ -139,6 +144,7 @@ class MediaIntake:
             taken.parts += piece.parts
             taken.problems += piece.problems
             taken.rows += piece.rows
+            taken.readable += piece.useful
             if piece.transcript is not None:
                 taken.transcripts.append(piece.transcript)
         if blocks:

@@ -328,3 +328,13 @@ async def test_an_image_part_of_the_http_api_reaches_a_vision_model(gateway_home
     [(_, img)] = image_parts(fake_openai.chat_requests[-1].body)
     assert img.size == (200, 100) and img.getpixel((5, 5))[2] > 240  # re-encoded as JPEG
     assert resp.json()["choices"][0]["message"]["content"].startswith("echo: colour?")
+
+
+async def test_a_photo_alone_for_a_model_without_vision_costs_no_model_call(gateway_home: Path,
+                                                                           fake_openai: FakeOpenAI) -> None:
+    chat = ChatAdapter()
+    async with run_gateway(gateway_home, fake_openai.base_url, env=ALLOW, chat=chat):
+        await chat.say("", user="u1", attachments=(photo(jpeg(640, 480, gps=False)),))
+        [reply] = await chat.wait_sent(1)
+    assert "cannot see images" in reply.text and not reply.text.startswith("echo")
+    assert fake_openai.chat_requests == []
