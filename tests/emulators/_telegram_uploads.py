@@ -33,10 +33,16 @@ Messages carry ``photo`` (a list of ``PhotoSize``, smallest first, the largest a
 side as Telegram recompresses it), ``document`` (``file_name`` as uploaded, without any path;
 ``mime_type`` by its extension), ``voice`` or ``audio``, and ``caption``. A request larger than the fake
 server's body cap (64 MiB) is refused by aiohttp itself with a plain 413.
+
+``hold(method)``: the next call of ``method`` waits, before Telegram takes it (nothing is checked,
+made or recorded yet), as a request whose upload is still on its way; ``Hold.arrived`` is set when it
+comes. ``release()`` lets Telegram take it; ``drop()`` is what happens when the client goes away before
+the request was whole: no message is made (the call, if anyone still listens, gets a 400).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import io
 import itertools
@@ -51,7 +57,7 @@ from PIL import Image, UnidentifiedImageError
 if TYPE_CHECKING:
     from .fake_telegram import FakeTelegram
 
-__all__ = ["ALBUM_MAX", "CAPTION_MAX", "PHOTO_MAX", "UPLOAD_MAX", "Upload", "Uploads"]
+__all__ = ["ALBUM_MAX", "CAPTION_MAX", "PHOTO_MAX", "UPLOAD_MAX", "Hold", "Upload", "Uploads"]
 
 MIB = 1024 * 1024
 #: the cloud Bot API's largest upload
@@ -101,6 +107,36 @@ class _Refused(Exception):
         self.description = description
 
 
+class Hold:
+    """One upload call held before Telegram takes it (``Uploads.hold``)."""
+
+    def __init__(self, method: str) -> None:
+        self.method = method
+        #: set when the call has come and is waiting
+        self.arrived = asyncio.Event()
+        self._take: bool | None = None
+        self._decided = asyncio.Event()
+
+    def release(self) -> None:
+        """Telegram takes the call as if it had just come."""
+        self._take = True
+        self._decided.set()
+
+    def drop(self) -> None:
+        """The request never became whole: Telegram makes nothing of it."""
+        self._take = False
+        self._decided.set()
+
+    async def _wait(self, serve: Callable[[dict[str, Any]], Any], p: dict[str, Any]) -> Any:
+        from .fake_telegram import BotApiError
+
+        self.arrived.set()
+        await self._decided.wait()
+        if not self._take:
+            raise BotApiError(400, "Bad Request: the request was not complete")
+        return serve(p)
+
+
 class Uploads:
     """The upload methods of one ``FakeTelegram`` (``fake.uploads``) and what they took."""
 
@@ -115,16 +151,30 @@ class Uploads:
         self._ids = itertools.count(1)
         self._album_ids = itertools.count(13_000_000_000_000_001)
         self._voice_forbidden: set[int] = set()
+        self._holds: dict[str, Hold] = {}
 
     def methods(self) -> list[tuple[str, Callable[[dict[str, Any]], Any]]]:
         """The Bot API methods to register on the fake."""
-        return [
+        served: list[tuple[str, Callable[[dict[str, Any]], Any]]] = [
             ("sendPhoto", lambda p: self._send_one(p, "photo")),
             ("sendDocument", lambda p: self._send_one(p, "document")),
             ("sendVoice", lambda p: self._send_one(p, "voice")),
             ("sendAudio", lambda p: self._send_one(p, "audio")),
             ("sendMediaGroup", self._send_media_group),
         ]
+        return [(name, self._held(name, serve)) for name, serve in served]
+
+    def hold(self, method: str) -> Hold:
+        """The next call of ``method`` waits before Telegram takes it, until released or dropped."""
+        held = self._holds[method] = Hold(method)
+        return held
+
+    def _held(self, name: str, serve: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+        def call(p: dict[str, Any]) -> Any:
+            held = self._holds.pop(name, None)
+            return serve(p) if held is None else held._wait(serve, p)
+
+        return call
 
     def forbid_voice(self, user: Any) -> None:
         """``user`` (a private chat) does not take voice notes: sendVoice there is refused."""

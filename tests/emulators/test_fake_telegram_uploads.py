@@ -4,6 +4,7 @@ answer as Telegram's do."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 from collections.abc import AsyncIterator, Awaitable
 from typing import Any
@@ -148,3 +149,25 @@ async def test_a_file_over_the_upload_limit_is_413(fake_telegram: FakeTelegram, 
     [call] = fake.calls_to("sendDocument")
     assert call.status == 413 and fake.sent == []
     assert (await bot.send_document(fake.user["id"], InputFile(bytes(1000), filename="ok.bin"))).document
+
+
+async def test_a_held_call_is_taken_on_release_and_never_when_dropped(fake_telegram: FakeTelegram, bot: Bot) -> None:
+    fake = fake_telegram
+    chat = fake.user["id"]
+    held = fake.uploads.hold("sendDocument")
+    first = asyncio.create_task(bot.send_document(chat, InputFile(b"one\n", filename="one.txt")))
+    await asyncio.wait_for(held.arrived.wait(), 5)
+    # Held before Telegram takes it: nothing made, and only that one call waits.
+    assert fake.sent == [] and not first.done()
+    await bot.send_document(chat, InputFile(b"two\n", filename="two.txt"))
+    held.release()
+    message = await asyncio.wait_for(first, 5)
+    assert message.document is not None and message.document.file_name == "one.txt"
+    assert [u.filename for m in fake.sent for u in m["files"]] == ["two.txt", "one.txt"]
+
+    dropped = fake.uploads.hold("sendDocument")
+    third = asyncio.create_task(bot.send_document(chat, InputFile(b"three\n", filename="three.txt")))
+    await asyncio.wait_for(dropped.arrived.wait(), 5)
+    dropped.drop()
+    assert "not complete" in await refused(third)
+    assert len(fake.sent) == 2
