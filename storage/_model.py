@@ -107,9 +107,10 @@ class PendingReply:
     message_ids: tuple[str, ...] = ()
     #: True for a stream whose answer was never stored (the turn was cut off): its messages show a fragment
     interrupted: bool = False
-    #: the files that go with it, and how many of them the platform already took
+    #: the files that go with it, and how many of them the platform already took; None: not even
+    #: its text is known to have gone out (a reply with files notes 0 once its text is out)
     files: tuple[LedgerFile, ...] = ()
-    files_sent: int = 0
+    files_sent: int | None = None
 
 
 @dataclass(frozen=True)

@@ -122,7 +122,7 @@ class Delivery:
         try:
             error = await self._send_chunks(adapter, out)
             if error is None:
-                error = await self._send_files(adapter, out, ledger_id)
+                error = await self._files_after_text(adapter, out, ledger_id)
         except asyncio.CancelledError:
             # Stopped mid-send (a withdrawn handoff summary, a drain cut): part may be out, so a
             # restart must not send it again.
@@ -158,7 +158,7 @@ class Delivery:
             return await self.send(out, ledger_id=ledger_id)  # a notice goes without the ledger
         if self.metrics is not None:
             self.metrics.messages_out.labels(out.platform).inc()
-        error = await self._send_files(adapter, shown, ledger_id) if adapter is not None else None
+        error = await self._files_after_text(adapter, shown, ledger_id) if adapter is not None else None
         if ledger_id is not None:
             if error is not None:
                 await self._mark(ledger_id, "failed", error)
@@ -202,6 +202,14 @@ class Delivery:
             # happened; the text of any other is a library's internals (``ContentLengthError: ...``).
             return redact(detail if isinstance(exc, GatewayError) else type(exc).__name__)
         return None
+
+    async def _files_after_text(self, adapter: Adapter, out: OutboundMessage, ledger_id: int | None) -> str | None:
+        """The text is out: note it (a retry after a crash then sends only files), then the files."""
+        if not out.files:
+            return None
+        if ledger_id is not None:
+            await self._store.write(lambda c: outbound.set_files_sent(c, ledger_id, 0))
+        return await self._send_files(adapter, out, ledger_id)
 
     async def _send_files(self, adapter: Adapter, out: OutboundMessage, ledger_id: int | None,
                           already: int = 0) -> str | None:
@@ -283,11 +291,14 @@ class Delivery:
             files = from_ledger(item.files, self._blobs) if self._blobs is not None else ()
             out = with_file_links(adapter, OutboundMessage(platform, item.chat_id, RECOVERED_PREFIX + item.text,
                                                            item.thread_id, item.reply_to, files=files))
-            # A streamed answer's messages become the answer; without them it is sent anew.
-            error = None if item.message_ids and await self._resume(adapter, out, item.message_ids) \
-                else await self._send_chunks(adapter, out)
+            if item.files and item.files_sent is not None:
+                error = None  # its text went out before the crash: only the files that did not go
+            else:  # a streamed answer's messages become the answer; without them it is sent anew
+                error = None if item.message_ids and await self._resume(adapter, out, item.message_ids) \
+                    else await self._send_chunks(adapter, out)
             if error is None:
-                error = await self._send_files(adapter, out, item.id, already=item.files_sent)
+                error = await self._files_after_text(adapter, out, item.id) if item.files_sent is None \
+                    else await self._send_files(adapter, out, item.id, already=item.files_sent)
             await self._mark(item.id, "recovered" if error is None else "failed", error)
             sent += error is None
             if self.metrics is not None:

@@ -44,7 +44,8 @@ def set_files(conn: sqlite3.Connection, ledger_id: int, files: Sequence[LedgerFi
 
 
 def set_files_sent(conn: sqlite3.Connection, ledger_id: int, count: int) -> None:
-    """The platform has taken the first ``count`` files of the reply (a retry sends the rest)."""
+    """The platform has taken the first ``count`` files of the reply (a retry sends the rest); 0:
+    its text is out, none of its files yet."""
     conn.execute("UPDATE gateway_outbound SET files_sent = MAX(COALESCE(files_sent, 0), ?) WHERE id = ?", (count, ledger_id))
 
 
@@ -115,7 +116,8 @@ def pending(conn: sqlite3.Connection, platform: str) -> list[PendingReply]:
         (platform,),
     ).fetchall()
     return [PendingReply(r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_ids=_ids(r[7]),
-                         interrupted=r[8] == "streaming", files=_files(r[9]), files_sent=int(r[10] or 0))
+                         interrupted=r[8] == "streaming", files=_files(r[9]),
+                         files_sent=None if r[10] is None else int(r[10]))
             for r in rows]
 
 
