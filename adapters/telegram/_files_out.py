@@ -61,7 +61,7 @@ _POSITION = re.compile(r"failed to send message #(\d+)")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\]+")
 
 
-class _Refused(Exception):
+class _Refused(AdapterError):
     """Telegram would not take some files of a call by their method: their indexes, or every file of the
     call when it did not say which (each then goes alone)."""
 
