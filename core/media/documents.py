@@ -14,7 +14,6 @@ import posixpath
 import zipfile
 from dataclasses import dataclass
 
-from ._pdf import read_pdf
 from .sniff import Sniffed
 
 _NAME_LIMIT = 80
@@ -65,6 +64,8 @@ def read_document(
         text = data.decode("utf-8-sig", errors="replace").replace("\x00", "")
         return DocumentText(text, None, False, ", ".join([*head, size]))
     if sniffed.kind == "pdf":
+        from ._pdf import read_pdf  # pypdf costs 17 MB; loaded with the first PDF
+
         pdf = read_pdf(data, max_pages=pdf_max_pages, max_chars=pdf_max_chars)
         pages = f"{pdf.pages} page{'' if pdf.pages == 1 else 's'}"
         note = ", ".join([*head, pages, size])

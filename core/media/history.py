@@ -17,6 +17,12 @@ __all__ = ["with_images"]
 
 Recall = Callable[[str, list[str]], Awaitable[dict[str, dict[str, Any]]]]
 
+#: how many earlier user messages are looked through for images (every turn of a long text-only
+#: conversation would otherwise scan all of it)
+_LOOK_BACK = 50
+#: what every image marker contains (a substring test is far cheaper than the marker's pattern)
+_MARK = "[image "
+
 
 def _with_parts(message: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
     content = message.get("content")
@@ -38,11 +44,15 @@ async def with_images(conversation: list[dict[str, Any]], parts: Sequence[dict[s
     if recall is None or turns <= 0:
         return out
     picked: list[tuple[int, list[str]]] = []
+    looked = 0
     for i in range(last_user - 1, -1, -1):
         content = out[i].get("content")
         if out[i].get("role") != "user" or not isinstance(content, str):
             continue
-        digests = find_image_markers(content)
+        looked += 1
+        if looked > _LOOK_BACK:
+            break
+        digests = find_image_markers(content) if _MARK in content else []
         if digests:
             picked.append((i, digests))
             if len(picked) == turns:
