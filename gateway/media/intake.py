@@ -15,7 +15,7 @@ now is anything downloaded. Each attachment goes, in turn,
 What the person is told about a file that could not be used goes in
 ``TakenMedia.problems``; the rest of the message is still answered. Decoding
 runs in threads, never on the event loop, and at most ``_DECODERS`` at once
-(so ten photos at once cost two decoders' memory, not ten).
+(so ten photos at once cost one decoder's memory, not ten).
 """
 
 from __future__ import annotations
@@ -42,8 +42,10 @@ log = structlog.get_logger("hermes.media")
 
 __all__ = ["MediaIntake", "TakenMedia"]
 
-#: how many files are decoded at once (a decoded 12-megapixel photo is ~36 MB)
-_DECODERS = 2
+#: how many files are decoded at once: one (a 12-megapixel photo decodes to ~9 MB at half scale,
+#: plus its file); two decoders raised the RSS of ten photos at once from ~36 to ~60 MB and the
+#: event loop's p99 lag by ~2 ms for no gain a person sees (bench/media.py)
+_DECODERS = 1
 
 
 @dataclass
