@@ -23,6 +23,7 @@ from core.media import (
     TranscriptionError,
     VisionError,
     describe_image,
+    display_name,
     image_marker,
     image_part,
     prepare_image,
@@ -102,7 +103,7 @@ class Kinds:
     async def _image(self, attachment: Attachment, blob: StoredBlob, data: bytes, sniffed: Sniffed) -> Piece:
         img: PreparedImage = await asyncio.to_thread(prepare_image, data, max_px=self._max_px)
         digest = hashlib.sha256(img.data).hexdigest()
-        label = attachment.name or "the image"
+        label = display_name(attachment.name) or "the image"
         rows = [_row(attachment, blob, "image", sniffed.mime, None)]
         v = self._vision
         if v.enabled:
@@ -127,8 +128,9 @@ class Kinds:
     async def _audio(self, attachment: Attachment, blob: StoredBlob, data: bytes, sniffed: Sniffed) -> Piece:
         voice = attachment.kind is AttachmentKind.VOICE
         what = "voice" if voice else "audio"
-        label = attachment.name or ("the voice message" if voice else "the audio")
-        head = f"[{what}{'' if voice else ' ' + (attachment.name or '')}".rstrip()
+        name = display_name(attachment.name).replace("]", ")")
+        label = name or ("the voice message" if voice else "the audio")
+        head = f"[{what}{'' if voice else ' ' + name}".rstrip()
         rows = [_row(attachment, blob, what, sniffed.mime, None)]
         if self._transcriber is None:
             return Piece(f"{head}{_clock(attachment.duration)}] (not transcribed)", problems=[NO_STT], rows=rows,

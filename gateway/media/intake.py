@@ -30,7 +30,7 @@ import structlog
 
 from adapters.base import Adapter, InboundMessage, MediaTooLargeError, MediaUnavailableError
 from adapters.media import Attachment
-from core.media import SNIFF_BYTES, MediaProcessingError, human_size, sniff
+from core.media import SNIFF_BYTES, MediaProcessingError, display_name, human_size, sniff
 from gateway.config import MediaConfig
 from storage import BlobTooLargeError, MediaStore, attachments
 
@@ -121,7 +121,7 @@ class MediaIntake:
                                   f"{len(msg.attachments) - len(wanted)} were left out.")
         blocks: list[str] = []
         for attachment in wanted:
-            label = attachment.name or f"the {attachment.kind.value}"
+            label = display_name(attachment.name) or f"the {attachment.kind.value}"
             try:
                 piece = await self._one(attachment, adapter)
             except (MediaTooLargeError, BlobTooLargeError) as exc:
