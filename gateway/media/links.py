@@ -50,7 +50,7 @@ async def attach_linked_images(text: str, files: TurnFiles, roots: tuple[Path, .
     for target in _local_targets(text):
         try:
             real = await asyncio.to_thread(confine, target, roots)
-            if any(f.id and f.path == real for f in files.files):
+            if files.has(real):  # send_file took it already
                 continue
             await files.add_path(real, real.name)
         except ToolError as exc:  # outside the folders, missing, too many: the link stays text

@@ -51,6 +51,11 @@ class TurnFiles:
         self._blobs = blobs
         self._limit = limit
         self.files: list[OutboundFile] = []
+        #: the real paths taken (a file both sent and linked to goes once)
+        self._sources: set[Path] = set()
+
+    def has(self, path: Path) -> bool:
+        return path in self._sources
 
     def _room(self) -> None:
         if len(self.files) >= MAX_FILES:
@@ -71,6 +76,7 @@ class TurnFiles:
         except OSError as exc:
             raise ToolError(f"{name} could not be read: {exc.strerror or exc}") from None
         head = await asyncio.to_thread(_head, blob.path)
+        self._sources.add(path)
         return await self._taken(blob, name, head)
 
     async def add_bytes(self, data: bytes, name: str, *, kind: AttachmentKind | None = None) -> str:

@@ -155,8 +155,9 @@ async def test_an_image_the_answer_links_to_on_this_machine_is_uploaded(gateway_
     workspace.mkdir(parents=True)
     (workspace / "chart.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
     (tmp_path / "outside.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(8))
-    fake_openai.reply(f"Here: ![chart](chart.png) and ![web](https://example.com/x.png) "
-                      f"and ![no](<{tmp_path / 'outside.png'}>) and ![gone](missing.png)")
+    fake_openai.reply_tool_calls([{"name": "send_file", "arguments": {"path": "chart.png"}}]).reply(
+        f"Here: ![chart](chart.png) and ![web](https://example.com/x.png) "
+        f"and ![no](<{tmp_path / 'outside.png'}>) and ![gone](missing.png)")
     chat = ChatAdapter()
     async with run_gateway(gateway_home, fake_openai.base_url, env=ALLOW, chat=chat) as gw:
         await chat.say("draw it", user="u1")
@@ -165,7 +166,8 @@ async def test_an_image_the_answer_links_to_on_this_machine_is_uploaded(gateway_
             if chat.files:
                 break
             await asyncio.sleep(0.02)
-    # Only the workspace's image: the URL stays a link, the file outside is not read, the missing one skipped.
+    # Only the workspace's image, once (send_file took it too): the URL stays a link, the file outside
+    # is not read, the missing one skipped.
     assert [(name, data[:4]) for _, name, data in chat.files] == [("chart.png", b"\x89PNG")]
     [(files, sent)] = rows(gw.db_path, "SELECT files, files_sent FROM gateway_outbound")
     assert [f["name"] for f in json.loads(files)] == ["chart.png"] and sent == 1
