@@ -212,13 +212,14 @@ class Delivery:
         return await self._send_files(adapter, out, ledger_id)
 
     async def _send_files(self, adapter: Adapter, out: OutboundMessage, ledger_id: int | None,
-                          already: int = 0) -> str | None:
-        """Send ``out.files[already:]`` after its text; the error text if that failed, else None.
+                          offset: int = 0) -> str | None:
+        """Send ``out.files`` after its text; the error text if that failed, else None.
 
-        Each file the platform takes is noted in the ledger at once, so a retry after a crash
-        sends only the rest. A file larger than the platform takes gets a note instead.
+        Each file the platform takes is noted in the ledger at once (``offset`` files of the
+        reply went before these), so a retry after a crash sends only the rest. A file larger
+        than the platform takes gets a note instead.
         """
-        rest = list(enumerate(out.files))[already:]
+        rest = list(enumerate(out.files))
         if not rest:
             return None
         limit = adapter.max_upload_bytes
@@ -227,7 +228,7 @@ class Delivery:
 
         async def sent(k: int) -> None:
             if ledger_id is not None:
-                done = fits[k][0] + 1
+                done = offset + fits[k][0] + 1
                 await self._store.write(lambda c: outbound.set_files_sent(c, ledger_id, done))
 
         try:
@@ -288,7 +289,8 @@ class Delivery:
                 await self._mark(item.id, "expired", "cut off by a restart before the answer was stored"
                                  if shown else "cut off before the answer was stored; its fragment stays")
                 continue
-            files = from_ledger(item.files, self._blobs) if self._blobs is not None else ()
+            start = item.files_sent or 0  # the files before it went out before the crash
+            files = from_ledger(item.files[start:], self._blobs) if self._blobs is not None else ()
             out = with_file_links(adapter, OutboundMessage(platform, item.chat_id, RECOVERED_PREFIX + item.text,
                                                            item.thread_id, item.reply_to, files=files))
             if item.files and item.files_sent is not None:
@@ -298,7 +300,7 @@ class Delivery:
                     else await self._send_chunks(adapter, out)
             if error is None:
                 error = await self._files_after_text(adapter, out, item.id) if item.files_sent is None \
-                    else await self._send_files(adapter, out, item.id, already=item.files_sent)
+                    else await self._send_files(adapter, out, item.id, offset=start)
             await self._mark(item.id, "recovered" if error is None else "failed", error)
             sent += error is None
             if self.metrics is not None:
