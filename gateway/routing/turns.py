@@ -233,7 +233,8 @@ class Turns:
                 listener=stream,
                 parts=taken.parts if taken is not None else (),
                 link=taken.link if taken is not None and taken.rows else None,
-                recall_images=services.media.recall if services.media is not None else None,
+                recall_images=(services.media.recall  # a model that cannot see was never sent any
+                               if services.media is not None and services.config.settings.model.vision else None),
                 image_history_turns=services.config.settings.media.image_history_turns,
                 files=files,
             )
