@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DEVSTAMP := $(VENV)/.installed-dev
 BENCHSTAMP := $(VENV)/.installed-bench
+# Worker processes of the test suite (pytest-xdist); TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 
 .PHONY: run test lint typecheck bench clean lock
 
@@ -41,7 +43,7 @@ test: $(DEVSTAMP)
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
 	$(BIN)/mypy storage core gateway adapters
-	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 bench: $(BENCHSTAMP)
 	$(BIN)/python -m bench
