@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -24,7 +24,7 @@ from .compression import CompressOutcome
 from .errors import CompressionError, ModelContextLengthError, ModelError, ModelNotConfiguredError
 from .learning import CounterUpdate
 from .llm import ModelClient, Usage
-from .media.history import with_images
+from .media.history import ImageRecall, with_images
 from .streaming import AnswerListener
 from .tools import FileOutbox, ToolContext, ToolRegistry
 
@@ -42,9 +42,6 @@ QuestionOp = Callable[[sqlite3.Connection, str], None]
 #: (connection, session id, the user message's row id): rows of the caller's that belong to that
 #: message and commit with it (the gateway's attachment rows)
 LinkOp = Callable[[sqlite3.Connection, str, int], None]
-#: the content parts of earlier images, by the digest their marker names (``core.media``): for the
-#: last turns' images, which the model sees again as pixels
-ImageRecall = Callable[[str, list[str]], Awaitable[dict[str, dict[str, Any]]]]
 
 
 @dataclass(frozen=True)

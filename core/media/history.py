@@ -11,17 +11,17 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .markers import find_image_markers
+from .markers import MARKER_START, find_image_markers
 
-__all__ = ["with_images"]
+__all__ = ["ImageRecall", "with_images"]
 
-Recall = Callable[[str, list[str]], Awaitable[dict[str, dict[str, Any]]]]
+#: (session id, digests) -> the content parts of those earlier images, by digest (the gateway's)
+ImageRecall = Callable[[str, list[str]], Awaitable[dict[str, dict[str, Any]]]]
 
 #: how many earlier user messages are looked through for images (every turn of a long text-only
 #: conversation would otherwise scan all of it)
 _LOOK_BACK = 50
-#: what every image marker contains (a substring test is far cheaper than the marker's pattern)
-_MARK = "[image "
+
 
 
 def _with_parts(message: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def _with_parts(message: dict[str, Any], parts: Sequence[dict[str, Any]]) -> dic
 
 
 async def with_images(conversation: list[dict[str, Any]], parts: Sequence[dict[str, Any]], *,
-                      recall: Recall | None, turns: int, session_id: str) -> list[dict[str, Any]]:
+                      recall: ImageRecall | None, turns: int, session_id: str) -> list[dict[str, Any]]:
     """``conversation`` as the model gets it: a new list (the stored messages are not changed)
     in which the last user message carries ``parts`` (this turn's images), and the ``turns``
     user messages with image markers before it carry their images again (from ``recall``)."""
@@ -52,7 +52,7 @@ async def with_images(conversation: list[dict[str, Any]], parts: Sequence[dict[s
         looked += 1
         if looked > _LOOK_BACK:
             break
-        digests = find_image_markers(content) if _MARK in content else []
+        digests = find_image_markers(content) if MARKER_START in content else []
         if digests:
             picked.append((i, digests))
             if len(picked) == turns:

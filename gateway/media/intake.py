@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,15 +155,13 @@ class MediaIntake:
     async def _one(self, attachment: Attachment, adapter: Adapter | None) -> Piece:
         if attachment.size is not None and attachment.size > self._limit:
             raise MediaTooLargeError("too large", size=attachment.size, limit=self._limit)
-        if adapter is None and attachment.data is None:
-            raise MediaUnavailableError("its platform is not connected")
-        chunks: AsyncIterator[bytes]
         if adapter is not None:
-            chunks = adapter.fetch(attachment, limit=self._limit)
+            async with asyncio.timeout(self._settings.download_timeout):
+                blob = await self.blobs.put(adapter.fetch(attachment, limit=self._limit), limit=self._limit)
+        elif attachment.data is not None:
+            blob = await self.blobs.put_bytes(attachment.data, limit=self._limit)
         else:
-            chunks = _once(attachment.data or b"")
-        async with asyncio.timeout(self._settings.download_timeout):
-            blob = await self.blobs.put(chunks, limit=self._limit)
+            raise MediaUnavailableError("its platform is not connected")
         try:
             # Read whole only once a decoder is free: ten photos waiting hold ten files on disk, not in memory.
             async with self._decoders:
@@ -175,6 +172,3 @@ class MediaIntake:
             self.blobs.release(blob.sha256)  # no row will name it: the next sweep removes it
             raise
 
-
-async def _once(data: bytes) -> AsyncIterator[bytes]:
-    yield data

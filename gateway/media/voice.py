@@ -13,7 +13,7 @@ from __future__ import annotations
 import structlog
 
 from adapters.media import AttachmentKind
-from core.media import MediaProcessingError, synthesize
+from core.media import synthesize
 from gateway.config import TtsConfig
 from storage import StateStore
 
@@ -35,7 +35,7 @@ async def speak_answer(settings: TtsConfig, text: str, files: TurnFiles, *, stor
                                  api_key=settings.api_key.get_secret_value() if settings.api_key else None,
                                  timeout=settings.timeout)
         await files.add_bytes(audio, "answer.ogg", kind=AttachmentKind.VOICE)
-    except (MediaProcessingError, Exception) as exc:  # the text answer goes out regardless
+    except Exception as exc:  # SpeechError, a full disk, anything: the text answer goes out regardless
         log.warning("media.voice_reply_failed", error_type=type(exc).__name__, error=str(exc)[:200])
         return False
     await note_files(store, ledger_id, files)
