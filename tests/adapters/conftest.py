@@ -42,6 +42,21 @@ def assistant_rows(db: Path) -> list[tuple[str, str | None]]:
                                            "ORDER BY id")]
 
 
+async def stored_answers(db: Path, count: int = 1, timeout: float = 30.0) -> list[tuple[str, str | None]]:
+    """The assistant rows once ``count`` exist (or whatever is there at ``timeout``).
+
+    A streamed answer can show its last word before the model's call has ended and the answer
+    is committed, so a test that has just seen the whole text waits here for the row.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        found = assistant_rows(db)
+        if len(found) >= count or loop.time() > deadline:
+            return found
+        await asyncio.sleep(0.05)
+
+
 @dataclass
 class RunningTelegram:
     gateway: Gateway

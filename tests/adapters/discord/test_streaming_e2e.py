@@ -9,7 +9,7 @@ from pathlib import Path
 from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 
-from ..conftest import assistant_rows
+from ..conftest import stored_answers
 from .test_adapter import run_discord_gateway
 
 WAIT = 30.0
@@ -34,4 +34,4 @@ async def test_a_slow_answer_is_posted_then_edited_and_ends_as_the_stored_text(
         shown = [m["text"] for m in fake.sent if m["message_id"] == bot[0]["id"] or m["method"] == "create_message"]
         assert len(shown) >= 3, shown
         assert all(b.startswith(a) for a, b in itertools.pairwise(shown))
-        assert assistant_rows(gw.home / "state.db") == [(ANSWER, "stop")]
+        assert await stored_answers(gw.home / "state.db") == [(ANSWER, "stop")]

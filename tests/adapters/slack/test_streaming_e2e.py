@@ -10,7 +10,7 @@ from adapters._split import join_chunks
 from tests.emulators.fake_slack import FakeSlack
 from tests.fakes.openai_server import FakeOpenAI
 
-from ..conftest import assistant_rows
+from ..conftest import assistant_rows, stored_answers
 from .test_adapter import run_slack_gateway
 
 WAIT = 30.0
@@ -44,7 +44,7 @@ async def test_a_channel_thread_streams_with_slacks_methods(tmp_path: Path, fake
         assert len(shown) >= 3 and shown[-1] == ANSWER
         assert all(b.startswith(a) for a, b in itertools.pairwise(shown))
         assert fake.calls_to("chat.startStream") and fake.calls_to("chat.stopStream")
-        assert assistant_rows(gw.home / "state.db") == [(ANSWER, "stop")]
+        assert await stored_answers(gw.home / "state.db") == [(ANSWER, "stop")]
 
 
 async def test_a_dm_is_posted_then_edited(tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack) -> None:
@@ -58,7 +58,7 @@ async def test_a_dm_is_posted_then_edited(tmp_path: Path, fake_openai: FakeOpenA
         shown = fake.versions(DM, ts)
         assert len(shown) >= 3 and shown[-1] == ANSWER
         assert fake.calls_to("chat.update")
-        assert assistant_rows(gw.home / "state.db") == [(ANSWER, "stop")]
+        assert await stored_answers(gw.home / "state.db") == [(ANSWER, "stop")]
 
 
 async def test_a_long_streamed_answer_continues_in_new_messages_and_loses_nothing(

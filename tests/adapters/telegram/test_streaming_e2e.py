@@ -15,7 +15,7 @@ from typing import Any
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 
-from ..conftest import RunningTelegram, assistant_rows, run_telegram_gateway
+from ..conftest import RunningTelegram, assistant_rows, run_telegram_gateway, stored_answers
 
 WAIT = 30.0
 INTERVAL = 0.25
@@ -51,7 +51,7 @@ async def test_a_private_chat_sees_the_answer_grow_as_drafts_then_gets_exactly_t
         assert len(drafts) >= 3, drafts
         assert all(b.startswith(a) for a, b in itertools.pairwise(drafts))  # the preview only grows
         assert sent[-1]["method"] == "sendMessage" and sent[-1]["rendered"] == ANSWER
-        assert assistant_rows(gw.db_path) == [(ANSWER, "stop")]
+        assert await stored_answers(gw.db_path) == [(ANSWER, "stop")]
         # The drafts keep the pace; the answer is a new message, which need not wait for it.
         calls = visible_calls(fake, chat, frozenset({"sendmessagedraft"}))
         assert all(b - a >= INTERVAL - 0.02 for a, b in itertools.pairwise(calls))
@@ -71,7 +71,7 @@ async def test_a_group_sees_one_message_edited_in_place_within_the_pace(
         assert [m["text"] for m in history] == [ANSWER]  # one message, which now shows the whole answer
         edits = [s for s in fake.sent if s["method"] == "editMessageText" and s["chat_id"] == group["id"]]
         assert len(edits) >= 3
-        assert assistant_rows(gw.db_path) == [(ANSWER, "stop")]
+        assert await stored_answers(gw.db_path) == [(ANSWER, "stop")]
         calls = visible_calls(fake, group["id"])
         assert all(b - a >= INTERVAL - 0.02 for a, b in itertools.pairwise(calls))
 
@@ -91,7 +91,7 @@ async def test_a_429_on_an_edit_slows_the_stream_and_loses_nothing(
         assert len(refused) >= 1
         history = [m["text"] for m in fake.history(group) if m.get("from", {}).get("id") == fake.bot_id]
         assert history == [ANSWER]
-        assert assistant_rows(gw.db_path) == [(ANSWER, "stop")]
+        assert await stored_answers(gw.db_path) == [(ANSWER, "stop")]
 
 
 async def test_stop_mid_stream_leaves_the_partial_text_visible_and_stored_marked_stopped(
@@ -127,7 +127,7 @@ async def test_a_model_server_that_ignores_stream_still_answers_whole(
         assert [s["rendered"] for s in sent] == [ANSWER]
         assert fake.draft_states(fake.private_chat()["id"]) == []
         assert fake_openai.chat_requests[0].body["stream"] is True  # asked, and answered whole
-        assert assistant_rows(gw.db_path) == [(ANSWER, "stop")]
+        assert await stored_answers(gw.db_path) == [(ANSWER, "stop")]
 
 
 async def test_streaming_switched_off_for_telegram_sends_the_answer_whole(
