@@ -8,6 +8,7 @@ import structlog
 
 from ._base import FileOutbox, Tool, ToolContext, ToolError, ToolHandler
 from ._registry import ToolOutcome, ToolRegistry, ToolsetPolicy
+from .approval import ApprovalDecision, ApprovalRequest, Approver, require_approval
 
 log = structlog.get_logger("hermes.tools")
 
@@ -42,6 +43,9 @@ def builtin_registry() -> ToolRegistry:
 
 
 __all__ = [
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "Approver",
     "FileOutbox",
     "Tool",
     "ToolContext",
@@ -52,4 +56,5 @@ __all__ = [
     "ToolsetPolicy",
     "builtin_registry",
     "builtin_tools",
+    "require_approval",
 ]

@@ -17,6 +17,8 @@ from storage.errors import GatewayError
 if TYPE_CHECKING:
     from storage import StateStore
 
+    from .approval import Approver
+
 
 class ToolError(GatewayError):
     """A tool refused or failed; the message goes back to the model as the tool result."""
@@ -47,6 +49,11 @@ class ToolContext:
     files: FileOutbox | None = None
     #: the folders ``send_file`` may read from (the workspace, the media store)
     file_roots: tuple[Path, ...] = ()
+    #: asks the person of this turn before a dangerous action (None: nobody can be asked, so
+    #: such actions are refused)
+    approver: Approver | None = None
+    #: "dm", "group", "channel" or "thread": where the turn came from
+    chat_type: str | None = None
 
 
 class FileOutbox(Protocol):

@@ -16,6 +16,7 @@ from adapters.discord import DiscordSettings
 from adapters.settings import EnvSection, env_name, id_list
 from adapters.slack import SlackSettings
 from adapters.telegram import TelegramSettings
+from gateway.config.tools import McpServerConfig, ToolsConfig
 
 __all__ = [
     "AgentConfig",
@@ -173,6 +174,8 @@ class AgentConfig(_Section):
     skill_nudge_interval: int = Field(default=10, ge=0)
     review_max_iterations: int = Field(default=8, ge=1, le=50)
     auto_title: bool = True
+    #: a tool's result is cut to this many KB before the model sees it and before it is stored
+    max_tool_result_kb: int = Field(default=50, ge=1, le=4096)
     # platform name (telegram, api-server, slack, ...) -> toolsets it may use
     toolsets: dict[str, ToolsetsConfig] = Field(default_factory=dict)
 
@@ -291,6 +294,9 @@ class Settings(_Section):
     media: MediaConfig = Field(default_factory=MediaConfig)
     stt: SttConfig = Field(default_factory=SttConfig)
     tts: TtsConfig = Field(default_factory=TtsConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    #: name -> an MCP server whose tools the agent gets as mcp_<name>_<tool>
+    mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     #: model name -> its prices (no entry: that model's cost is not shown)
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
 
