@@ -10,12 +10,13 @@ import abc
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
 from storage.errors import GatewayError
 
+from .approvals import ApprovalPrompt
 from .media import Attachment, OutboundFile
 
 
@@ -376,6 +377,16 @@ class Adapter(abc.ABC):
             yield attachment.data
             return
         raise MediaUnavailableError(f"{self.platform} cannot download files")
+
+    async def send_approval(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str | None:
+        """Show an approval question in ``target``'s chat (thread, reply_to); the id of the message
+        that shows it (for ``settle_approval``), or None. Platforms with buttons override this."""
+        sent = await self.send(replace(target, text=prompt.typed()))
+        return sent.message_ids[0] if sent.message_ids else None
+
+    async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:  # noqa: B027
+        """Show the question's outcome in place of its buttons (the question message ``message_id``
+        edited to ``outcome``). Default: nothing (the answer itself is visible in the chat)."""
 
     def split(self, text: str) -> list[str]:
         """Split a reply to the platform's limit; adapters with special units override."""
