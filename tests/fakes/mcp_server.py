@@ -1,0 +1,83 @@
+"""A real stdio MCP server for the suite, written with the official SDK (``MCPServer``).
+
+Tools: ``echo(text)``, ``noop()``, ``slow(seconds)``, ``freeze(seconds)`` (the
+whole server hangs), ``crash()`` (the process dies mid-call),
+``fail(text)`` (an ``isError`` result), ``env(name)`` (a variable of its environment).
+
+``--crash-at-start`` exits before speaking MCP; ``--crash-once FILE`` exits at start only while
+FILE does not exist yet (and creates it), so the first start fails and a restart succeeds.
+Run as ``python tests/fakes/mcp_server.py [flags]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+server = MCPServer("hermes-test")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool()
+def noop() -> str:
+    """Do nothing (for measuring the call overhead)."""
+    return ""
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleep, then answer."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@server.tool()
+async def freeze(seconds: float) -> str:
+    """Block the whole server (its event loop), so nothing, not even a ping, is answered."""
+    time.sleep(seconds)
+    return "thawed"
+
+
+@server.tool()
+def crash() -> str:
+    """Die in the middle of the call."""
+    os._exit(3)
+
+
+@server.tool()
+def fail(text: str) -> str:
+    """Refuse: the client sees an isError result with ``text``."""
+    raise ToolError(text)
+
+
+@server.tool()
+def env(name: str) -> str:
+    """One variable of this process's environment ('(unset)' when it is not set)."""
+    return os.environ.get(name, "(unset)")
+
+
+def main(argv: list[str]) -> None:
+    if "--crash-at-start" in argv:
+        print("cannot start: no database", file=sys.stderr)
+        raise SystemExit(2)
+    if "--crash-once" in argv:
+        marker = Path(argv[argv.index("--crash-once") + 1])
+        if not marker.exists():
+            marker.write_text("started once")
+            raise SystemExit(2)
+    server.run("stdio")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
