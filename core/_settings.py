@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from urllib.parse import urlsplit, urlunsplit
 
-from .tools import ToolsetPolicy
+from .tools import GroupToolPolicy, ToolsetPolicy
 
 #: ``model.max_response_bytes``: its default and its bounds. A chat answer of 4 MiB is about a
 #: million tokens, far past any model's output limit; the upper bound keeps every answer below
@@ -39,6 +39,8 @@ class AgentSettings:
     auto_title: bool = True
     #: platform -> which toolsets it may use (missing = all)
     toolsets: Mapping[str, ToolsetPolicy] = field(default_factory=dict)
+    #: what is off in groups and channels (``tools.groups``): the terminal, tools that write
+    groups: GroupToolPolicy = field(default_factory=GroupToolPolicy)
     #: what session_search reads: "own" = the sessions the asking chat may /resume, "all" = every session
     session_search_scope: str = "own"
     #: user ids ("123", or "telegram:123" for one platform's) whose session_search reads every session

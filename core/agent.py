@@ -118,10 +118,11 @@ class AgentHost(Protocol):
     settings: AgentSettings
     background: BackgroundTasks
 
-    def tools_for(self, platform: str) -> ToolRegistry: ...
+    def tools_for(self, platform: str, chat_type: str | None = None) -> ToolRegistry: ...
 
     def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
-                     session_key: str | None = None, files: FileOutbox | None = None) -> ToolContext: ...
+                     session_key: str | None = None, files: FileOutbox | None = None,
+                     chat_type: str | None = None) -> ToolContext: ...
 
     async def build_prompt(self, platform: str, chat_type: str, *, shared: bool = False,
                            user_name: str | None = None) -> str: ...
@@ -252,8 +253,8 @@ class HermesAgent:
                         counters: CounterUpdate | None) -> None:
         rt = self._rt
         ctx = rt.tool_context(session_id, request.platform, user_id=request.user_id, session_key=request.session_key,
-                              files=request.files)
-        loop = ToolLoop(rt.store, rt.client, rt.tools_for(request.platform), ctx,
+                              files=request.files, chat_type=request.chat_type)
+        loop = ToolLoop(rt.store, rt.client, rt.tools_for(request.platform, request.chat_type), ctx,
                         max_iterations=rt.settings.max_iterations,
                         on_final=_final_ops(session_id, counters, request.on_answer), listener=request.listener)
         try:

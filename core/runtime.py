@@ -40,11 +40,21 @@ from .learning import MEMORY_TOOL, SKILL_TOOL, review_prompt
 from .llm import ModelClient
 from .prompt import PromptContext, SkillEntry, build_system_prompt
 from .titles import auto_title
-from .tools import FileOutbox, ToolContext, ToolRegistry, builtin_registry
+from .tools import (
+    GROUP_CHAT_TYPES,
+    FileOutbox,
+    ToolContext,
+    ToolOverview,
+    ToolRegistry,
+    builtin_registry,
+    tool_overview,
+)
 from .tools.send_file import file_roots
 
 if TYPE_CHECKING:
     from storage import StateStore
+
+    from .tools.mcp import McpManager
 
 log = structlog.get_logger("hermes.agent")
 
@@ -98,6 +108,7 @@ class AgentRuntime:
         home: Path,
         registry: ToolRegistry | None = None,
         rebind_op: RebindOp | None = None,
+        mcp: McpManager | None = None,
     ) -> None:
         self.store = store
         #: re-points a chat key at a session inside a write transaction (the gateway's session
@@ -107,25 +118,59 @@ class AgentRuntime:
         self.settings = settings or AgentSettings()
         self.home = home
         self.registry = registry if registry is not None else builtin_registry()
+        #: the daemon's MCP servers, shared by every agent (None: no MCP tools)
+        self.mcp = mcp
         self.background = BackgroundTasks()
+        # tools_for runs several times a turn: the combined registry and its per-chat views are kept
+        # until the tool set changes (an MCP server came or went, a tool was registered)
+        self._combined_key: tuple[object, ...] | None = None
+        self._combined = self.registry
+        self._views: dict[tuple[str, bool], ToolRegistry] = {}
 
     @property
     def aux_model(self) -> str | None:
         return self.client.settings.auxiliary_model or self.client.settings.model
 
-    def tools_for(self, platform: str) -> ToolRegistry:
-        return self.registry.for_platform(self.settings.policy(platform))
+    def all_tools(self) -> ToolRegistry:
+        """The built-in registry plus the tools of the MCP servers that are ready now."""
+        key = (len(self.registry), self.mcp.revision if self.mcp is not None else None)
+        if key != self._combined_key:
+            combined = self.registry
+            if self.mcp is not None:
+                combined, skipped = self.registry.merged(self.mcp.tools())
+                if skipped:
+                    log.warning("tools.mcp_skipped", tools=skipped, why="name taken or invalid schema")
+            self._combined, self._combined_key, self._views = combined, key, {}
+        return self._combined
+
+    def tools_for(self, platform: str, chat_type: str | None = None) -> ToolRegistry:
+        """What an agent on ``platform`` may call, in a chat of ``chat_type`` (groups get less)."""
+        combined = self.all_tools()
+        group = chat_type in GROUP_CHAT_TYPES
+        view = self._views.get((platform, group))
+        if view is None:
+            view = combined.for_platform(self.settings.policy(platform), chat_type, self.settings.groups)
+            self._views[(platform, group)] = view
+        return view
+
+    def tool_overview(self, platform: str, chat_type: str | None = None) -> ToolOverview:
+        """Every tool for a chat, on offer or not and why (``/tools``)."""
+        servers = self.mcp.status() if self.mcp is not None else ()
+        return tool_overview(self.all_tools(), self.settings.policy(platform), self.settings.groups, platform,
+                             chat_type, servers)
 
     def agent(self, request: TurnRequest, *, nudges: bool = True) -> HermesAgent:
         return HermesAgent(self, nudges=nudges)
 
     def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
-                     session_key: str | None = None, files: FileOutbox | None = None) -> ToolContext:
+                     session_key: str | None = None, files: FileOutbox | None = None,
+                     chat_type: str | None = None) -> ToolContext:
         return ToolContext(session_id=session_id, platform=platform, home=self.home, store=self.store,
                            user_id=user_id, session_key=session_key,
                            recall_all=self.settings.recalls_everything(platform, user_id),
-                           toolsets=self.tools_for(platform).toolsets, env_names=self.settings.env_names,
-                           files=files, file_roots=file_roots(self.home))
+                           toolsets=self.tools_for(platform, chat_type).toolsets,
+                           env_names=self.settings.env_names, files=files, file_roots=file_roots(self.home),
+                           chat_type=chat_type)
 
     def skill_needs(self, platform: str) -> SkillNeeds:
         """What this platform's agent has, for the skills that require toolsets or variables."""
@@ -136,7 +181,7 @@ class AgentRuntime:
         # Reading memory files and walking skills/** (YAML included) is disk work: off the event loop.
         memory, user, skills = await asyncio.to_thread(_snapshot_sections, self.home, self.skill_needs(platform))
         ctx = PromptContext(platform, chat_type, shared, user_name, memory=memory, user_profile=user,
-                            skills=tuple(skills), tool_names=frozenset(self.tools_for(platform).names))
+                            skills=tuple(skills), tool_names=frozenset(self.tools_for(platform, chat_type).names))
         return build_system_prompt(ctx)
 
     # ------------------------------------------------------------ side loops

@@ -7,7 +7,8 @@ import importlib
 import structlog
 
 from ._base import FileOutbox, Tool, ToolContext, ToolError, ToolHandler
-from ._registry import ToolOutcome, ToolRegistry, ToolsetPolicy
+from ._overview import ToolOverview, ToolStatus, server_reason, tool_overview
+from ._registry import GROUP_CHAT_TYPES, GroupToolPolicy, ToolOutcome, ToolRegistry, ToolsetPolicy
 from .approval import ApprovalDecision, ApprovalRequest, Approver, require_approval
 
 log = structlog.get_logger("hermes.tools")
@@ -43,18 +44,24 @@ def builtin_registry() -> ToolRegistry:
 
 
 __all__ = [
+    "GROUP_CHAT_TYPES",
     "ApprovalDecision",
     "ApprovalRequest",
     "Approver",
     "FileOutbox",
+    "GroupToolPolicy",
     "Tool",
     "ToolContext",
     "ToolError",
     "ToolHandler",
     "ToolOutcome",
+    "ToolOverview",
     "ToolRegistry",
+    "ToolStatus",
     "ToolsetPolicy",
     "builtin_registry",
     "builtin_tools",
     "require_approval",
+    "server_reason",
+    "tool_overview",
 ]

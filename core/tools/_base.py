@@ -84,6 +84,9 @@ class Tool:
     #: longest result handed back to the model, in characters
     max_result_chars: int = 20_000
     tags: tuple[str, ...] = field(default_factory=tuple)
+    #: why the tool is listed (``/tools``) but not offered, e.g. web_search without a search URL
+    #: ("no search URL (tools.web.search.url)"); None: offered
+    unavailable: str | None = None
 
     def schema(self) -> dict[str, Any]:
         return {

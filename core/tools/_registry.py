@@ -27,15 +27,49 @@ _TRUNCATED = "\n…[result truncated: {cut} of {total} characters left out]"
 
 @dataclass(frozen=True)
 class ToolsetPolicy:
-    """Which toolsets a platform may use: ``enabled`` (None = all) minus ``disabled``."""
+    """Which toolsets a platform may use: ``enabled`` (None = all) minus ``disabled``.
+
+    A toolset ``family:member`` (``mcp:github``) is named either way: ``mcp`` covers every MCP
+    server, ``mcp:github`` only that one. It is allowed when neither name is disabled and, when
+    ``enabled`` is given, either name is in it.
+    """
 
     enabled: frozenset[str] | None = None
     disabled: frozenset[str] = frozenset()
 
     def allows(self, toolset: str) -> bool:
-        if toolset in self.disabled:
+        names = _names(toolset)
+        if not self.disabled.isdisjoint(names):
             return False
-        return self.enabled is None or toolset in self.enabled
+        return self.enabled is None or not self.enabled.isdisjoint(names)
+
+
+def _names(toolset: str) -> tuple[str, ...]:
+    family, sep, _ = toolset.partition(":")
+    return (toolset, family) if sep and family else (toolset,)
+
+
+#: chat types where several people share the agent
+GROUP_CHAT_TYPES = frozenset({"group", "channel", "thread"})
+
+
+@dataclass(frozen=True)
+class GroupToolPolicy:
+    """What is off where several people share the agent: the ``terminal`` toolset and tools tagged
+    ``writes``, unless config allows them there (``tools.groups.terminal`` / ``file_writes``)."""
+
+    terminal: bool = False
+    file_writes: bool = False
+
+    def blocks(self, tool: Tool, chat_type: str | None) -> str | None:
+        """Why ``tool`` is off in a chat of ``chat_type`` (None: it is not)."""
+        if chat_type not in GROUP_CHAT_TYPES:
+            return None
+        if tool.toolset == "terminal" and not self.terminal:
+            return "terminal"
+        if "writes" in tool.tags and not self.file_writes:
+            return "file_writes"
+        return None
 
 
 @dataclass(frozen=True)
@@ -84,14 +118,36 @@ class ToolRegistry:
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
-    def for_platform(self, policy: ToolsetPolicy) -> ToolRegistry:
-        """A registry holding only the tools whose toolset ``policy`` allows."""
+    def for_platform(self, policy: ToolsetPolicy, chat_type: str | None = None,
+                     groups: GroupToolPolicy | None = None) -> ToolRegistry:
+        """A registry holding only the tools on offer: toolset allowed by ``policy``, not off in
+        this kind of chat (``groups``, when ``chat_type`` is a group's), not ``unavailable``."""
         view = ToolRegistry()
         for tool in self._tools.values():
+            if tool.unavailable is not None:
+                continue
+            if groups is not None and groups.blocks(tool, chat_type) is not None:
+                continue
             if policy.allows(tool.toolset):
                 view._tools[tool.name] = tool
                 view._validators[tool.name] = self._validators[tool.name]
         return view
+
+    def merged(self, tools: Iterable[Tool]) -> tuple[ToolRegistry, list[str]]:
+        """This registry plus ``tools`` (schemas checked as in ``register``); the names left out
+        because a tool of that name is here already, or because its schema is invalid."""
+        view = ToolRegistry()
+        view._tools, view._validators = dict(self._tools), dict(self._validators)
+        skipped: list[str] = []
+        for tool in tools:
+            try:
+                view.register(tool)
+            except ValueError:
+                skipped.append(tool.name)
+        return view, skipped
+
+    def tools(self) -> list[Tool]:
+        return list(self._tools.values())
 
     def only(self, names: Iterable[str]) -> ToolRegistry:
         """A registry holding just the named tools that exist here."""
