@@ -9,6 +9,7 @@ settings tables, ``aliases`` the reference's names for settings that live elsewh
 from gateway.config.aliases import REFERENCE_ALIASES, ReferenceAlias
 from gateway.config.envfile import read_dotenv
 from gateway.config.loading import LoadedConfig, default_home, env_sections, load_config
+from gateway.config.mcp import mcp_secrets, mcp_specs
 from gateway.config.models import (
     AgentConfig,
     AuthConfig,
@@ -62,6 +63,8 @@ __all__ = [
     "env_sections",
     "known_keys",
     "load_config",
+    "mcp_secrets",
+    "mcp_specs",
     "read_dotenv",
     "secret_values",
     "settings_table",

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from adapters.settings import EnvSection, id_list
 from gateway.config.aliases import ReferenceAlias, apply_aliases
 from gateway.config.envfile import read_dotenv
+from gateway.config.mcp import mcp_specs
 from gateway.config.models import Settings
 from gateway.config.suggest import describe
 from gateway.errors import ConfigError
@@ -134,4 +135,5 @@ def load_config(home: Path | None = None, environ: Mapping[str, str] | None = No
         # A bad value is named as the user wrote its key.
         written_as = {a.our_key: a.reference_key for a in aliases}
         raise ConfigError(describe(exc, Settings, source, written_as)) from None
+    mcp_specs(settings.mcp_servers, env)  # a ${NAME} that is not set refuses the config now, not at start
     return LoadedConfig(home=home, settings=settings, env=env, config_file=config_file, aliases_used=aliases)

@@ -10,7 +10,7 @@ from adapters.cli import CliAdapter
 from adapters.discord import DiscordAdapter
 from adapters.slack import SlackAdapter
 from adapters.telegram import TelegramAdapter
-from gateway.config import LoadedConfig, secret_values
+from gateway.config import LoadedConfig, mcp_secrets, secret_values
 from gateway.errors import ConfigError
 
 
@@ -61,4 +61,6 @@ def secrets_of(config: LoadedConfig) -> list[str | None]:
     """Every secret value the config holds, for the log redactor."""
     values: list[str | None] = list(secret_values(config.settings))
     values += [v for k, v in config.env.items() if k.endswith(("_TOKEN", "_KEY", "_SECRET"))]
+    # the MCP servers' env and headers, as resolved from ${NAME}: whatever they hold is a secret
+    values += mcp_secrets(config.settings.mcp_servers, config.env)
     return values

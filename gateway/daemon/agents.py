@@ -6,6 +6,7 @@ from __future__ import annotations
 from core import AgentRuntime
 from core.agent import Agent, TurnRequest
 from core.llm import ModelClient
+from core.tools import ToolOverview
 from gateway.daemon.settings import agent_settings
 from gateway.routing.services import Services
 from gateway.routing.session_index import rebind_in_transaction
@@ -26,7 +27,7 @@ class DefaultAgents:
             # The chat's key moves in the same transaction as a compression split.
             self._runtime = AgentRuntime(
                 services.store, self._client, agent_settings(services.config), home=services.config.home,
-                rebind_op=rebind_in_transaction,
+                rebind_op=rebind_in_transaction, mcp=services.mcp,
             )
         return self._runtime
 
@@ -39,6 +40,9 @@ class DefaultAgents:
 
     async def compress(self, services: Services, session_key: str, session_id: str) -> str:
         return (await self.runtime(services).compress(session_key, session_id)).reply
+
+    def tool_overview(self, services: Services, platform: str, chat_type: str | None) -> ToolOverview:
+        return self.runtime(services).tool_overview(platform, chat_type)
 
     async def aclose(self) -> None:
         if self._runtime is not None:

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from adapters.base import Adapter
 from core.llm import ModelClient
+from core.tools.mcp import McpManager
 from gateway.commands import register_all_commands
-from gateway.config import LoadedConfig
+from gateway.config import LoadedConfig, mcp_specs
 from gateway.daemon.agents import DefaultAgents
 from gateway.daemon.settings import key_settings
 from gateway.handoff.runner import HandoffRunner
@@ -64,6 +65,8 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         home_channels=HomeChannels(store),
         metrics=metrics,
         compressor=default,
+        mcp=_mcp_manager(config),
+        tools=default,
         model_name=settings.model.default,
         media=build_media(config, store, blobs),
     )
@@ -75,6 +78,12 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
     authorizer = Authorizer(config, [p for p in adapters if p != "cli"])
     router = Router(services, authorizer, turns, commands, handoffs)
     return Runtime(services, authorizer, commands, turns, handoffs, router, agents)
+
+
+def _mcp_manager(config: LoadedConfig) -> McpManager | None:
+    """The MCP servers of this run (built here, started by the daemon once it serves)."""
+    specs = mcp_specs(config.settings.mcp_servers, config.env)
+    return McpManager(specs) if specs else None
 
 
 def default_agent_maker(client: ModelClient) -> AgentMaker:

@@ -126,6 +126,8 @@ class Gateway:
                                     memory_flush=self.memory_flush)
             self.runtime = runtime
             runtime.authorizer.warn_if_closed()
+            if runtime.services.mcp is not None:
+                await runtime.services.mcp.start()  # in the background: readiness never waits for a server
             await runtime.handoffs.recover()
             self.metrics.attach(store, runtime.services.lanes, self.adapter_states, adapters)
             for adapter in adapters.values():
@@ -145,6 +147,8 @@ class Gateway:
                 await self.runtime.turns.resets.aclose()  # flushes before a reset use the store and the model
             if isinstance(agents, DefaultAgents):
                 await agents.aclose()  # background reviews and titles, before their store closes
+            if self.runtime is not None and self.runtime.services.mcp is not None:
+                await self.runtime.services.mcp.aclose()  # stdio children terminated, then killed
             if client is not None:
                 await client.aclose()
             if self.runtime is not None and self.runtime.services.media is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from core import AgentSettings
 from core.llm import ModelSettings
-from core.tools import ToolsetPolicy
+from core.tools import GroupToolPolicy, ToolsetPolicy
 from gateway.config import LoadedConfig
 from gateway.routing.session_key import SessionKeySettings
 from storage import WriterSettings
@@ -72,4 +72,6 @@ def agent_settings(config: LoadedConfig) -> AgentSettings:
             platform: ToolsetPolicy(frozenset(t.enabled) if t.enabled is not None else None, frozenset(t.disabled))
             for platform, t in a.toolsets.items()
         },
+        groups=GroupToolPolicy(terminal=config.settings.tools.groups.terminal,
+                               file_writes=config.settings.tools.groups.file_writes),
     )

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from adapters.base import Adapter, InboundMessage
+from core.tools import ToolOverview
+from core.tools.mcp import McpManager
 from gateway.config import LoadedConfig
 from gateway.media import MediaIntake
 from gateway.routing.dedupe import Dedupe
@@ -27,6 +29,11 @@ from storage import StateStore
 class Compressor(Protocol):
     async def compress(self, services: Services, session_key: str, session_id: str) -> str:
         """Summarise and split the session; returns the reply for the user."""
+
+
+class ToolLister(Protocol):
+    def tool_overview(self, services: Services, platform: str, chat_type: str | None) -> ToolOverview:
+        """Every tool an agent of this chat would have, on offer or not and why (/tools)."""
 
 
 class Handoffs(Protocol):
@@ -58,5 +65,9 @@ class Services:
     compressor: Compressor | None = None
     #: attachments taken in for a turn; None: messages with files are told they cannot be read
     media: MediaIntake | None = None
+    #: the daemon's MCP servers (None: none configured); started and closed by the daemon
+    mcp: McpManager | None = None
+    #: the agent's tools as /tools and `hermes-gateway tools` show them (None: a custom agent)
+    tools: ToolLister | None = None
     model_name: str | None = None
     started_at: float = field(default_factory=time.time)
