@@ -40,6 +40,8 @@ class ToolOverview:
     chat_type: str | None
     tools: tuple[ToolStatus, ...]
     servers: tuple[McpServerStatus, ...] = ()
+    #: the MCP servers whose toolset this platform's policy disables (agent.toolsets)
+    blocked_servers: tuple[str, ...] = ()
 
     def as_dict(self) -> dict[str, Any]:
         """JSON for the control socket."""
@@ -50,7 +52,8 @@ class ToolOverview:
         return cls(str(data.get("platform", "")), data.get("chat_type"),
                    tuple(ToolStatus(**t) for t in data.get("tools") or ()),
                    tuple(McpServerStatus(**{**s, "tools": tuple(s.get("tools") or ())})
-                         for s in data.get("servers") or ()))
+                         for s in data.get("servers") or ()),
+                   tuple(data.get("blocked_servers") or ()))
 
 
 def _first_line(text: str) -> str:
@@ -85,4 +88,5 @@ def tool_overview(registry: ToolRegistry, policy: ToolsetPolicy, groups: GroupTo
         for name in server.tools:
             if name not in listed:
                 rows.append(ToolStatus(name, server.toolset, "", "server", server_reason(server)))
-    return ToolOverview(platform, chat_type, tuple(rows), statuses)
+    blocked = tuple(s.name for s in statuses if not policy.allows(s.toolset))
+    return ToolOverview(platform, chat_type, tuple(rows), statuses, blocked)

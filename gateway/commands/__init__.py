@@ -4,17 +4,20 @@
 - ``builtin``: /help, /status, /stop
 - ``sessions``: /new, /reset, /title, /resume, /sessions
 - ``misc``: /queue, /compress, /sethome, /handoff
+- ``tools``: /tools
 """
 
 from gateway.commands.builtin import register_builtin_commands
 from gateway.commands.misc import register_misc_commands
 from gateway.commands.sessions import register_session_commands
+from gateway.commands.tools import register_tools_commands, render_tools, tools_report
 from gateway.routing.commands import CommandRegistry
 
-__all__ = ["register_all_commands"]
+__all__ = ["register_all_commands", "render_tools", "tools_report"]
 
 
 def register_all_commands(registry: CommandRegistry) -> None:
     register_builtin_commands(registry)
     register_session_commands(registry)
     register_misc_commands(registry)
+    register_tools_commands(registry)

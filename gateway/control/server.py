@@ -8,6 +8,7 @@ JSON (see ``gateway.control.client``). Operations:
 - ``status`` -> pid, uptime, adapters with their states and last errors, turns, storage
 - ``sessions.rename`` ``{"id_or_prefix", "title"}``, ``sessions.delete`` ``{"id_or_prefix"}``,
   ``sessions.prune`` ``{"older_than_days", "source"}`` -> ``gateway.cli.sessions_admin``
+- ``tools`` ``{"platform", "chat_type"}`` -> the tools of such a chat (``gateway.commands.tools``)
 - ``chat.open`` ``{"continue": bool, "resume": "<id|prefix|title>"}`` turns the
   connection into one terminal chat (platform ``cli``); ``chat.send`` ``{"text"}``
   hands it one line; ``chat.info`` tells its session. Answers come back as events
@@ -38,6 +39,7 @@ import structlog
 
 from adapters.base import Disposition, InboundMessage
 from adapters.cli import ChatGoneError, CliAdapter
+from gateway.commands import tools_report
 from gateway.control.client import MAX_REQUEST_BYTES, socket_path
 from gateway.control.wire import (
     Connection,
@@ -96,6 +98,7 @@ class ControlServer:
             "chat.open": self._chat_open,
             "chat.send": self._chat_send,
             "chat.info": self._chat_info,
+            "tools": self._tools,
         }
 
     # ---------------------------------------------------------------- lifecycle
@@ -277,6 +280,11 @@ class ControlServer:
 
     async def _status(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return gateway_status(self._gateway)
+
+    async def _tools(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        platform = param(params, "platform", str, required=False) or "cli"
+        report = tools_report(self._services, platform, param(params, "chat_type", str, required=False) or "dm")
+        return {"available": report is not None, "overview": report.as_dict() if report is not None else None}
 
     def _sessions_op(self, name: str, schema: dict[str, type | tuple[type, ...]]) -> Op:
         async def op(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:

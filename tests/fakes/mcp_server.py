@@ -5,7 +5,8 @@ whole server hangs), ``crash()`` (the process dies mid-call),
 ``fail(text)`` (an ``isError`` result), ``env(name)`` (a variable of its environment).
 
 ``--crash-at-start`` exits before speaking MCP; ``--crash-once FILE`` exits at start only while
-FILE does not exist yet (and creates it), so the first start fails and a restart succeeds.
+FILE does not exist yet (and creates it), so the first start fails and a restart succeeds;
+``--say-env NAME`` prints that variable to stderr at start.
 Run as ``python tests/fakes/mcp_server.py [flags]``.
 """
 
@@ -71,6 +72,9 @@ def main(argv: list[str]) -> None:
     if "--crash-at-start" in argv:
         print("cannot start: no database", file=sys.stderr)
         raise SystemExit(2)
+    if "--say-env" in argv:  # a chatty server: its own credential on stderr
+        name = argv[argv.index("--say-env") + 1]
+        print(f"starting with {name}={os.environ.get(name)}", file=sys.stderr, flush=True)
     if "--crash-once" in argv:
         marker = Path(argv[argv.index("--crash-once") + 1])
         if not marker.exists():
