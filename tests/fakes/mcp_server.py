@@ -6,7 +6,8 @@ whole server hangs), ``crash()`` (the process dies mid-call),
 
 ``--crash-at-start`` exits before speaking MCP; ``--crash-once FILE`` exits at start only while
 FILE does not exist yet (and creates it), so the first start fails and a restart succeeds;
-``--say-env NAME`` prints that variable to stderr at start.
+``--say-env NAME`` prints that variable to stderr at start; ``--http PORT`` serves streamable HTTP
+on 127.0.0.1:PORT/mcp instead of stdio (``header(name)`` then returns a request header).
 Run as ``python tests/fakes/mcp_server.py [flags]``.
 """
 
@@ -18,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 server = MCPServer("hermes-test")
@@ -68,6 +69,14 @@ def env(name: str) -> str:
     return os.environ.get(name, "(unset)")
 
 
+@server.tool()
+def header(name: str, ctx: Context) -> str:
+    """One header of the HTTP request that carried this call ('(none)' over stdio or when absent)."""
+    request = ctx.request_context.request
+    headers = getattr(request, "headers", None)
+    return str(headers.get(name, "(none)")) if headers is not None else "(none)"
+
+
 def main(argv: list[str]) -> None:
     if "--crash-at-start" in argv:
         print("cannot start: no database", file=sys.stderr)
@@ -80,6 +89,9 @@ def main(argv: list[str]) -> None:
         if not marker.exists():
             marker.write_text("started once")
             raise SystemExit(2)
+    if "--http" in argv:  # streamable HTTP on 127.0.0.1:<port>, path /mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(argv[argv.index("--http") + 1]))
+        return
     server.run("stdio")
 
 

@@ -62,6 +62,8 @@ def _root(exc: BaseException) -> BaseException:
 def _short(exc: BaseException) -> str:
     exc = _root(exc)
     text = str(exc).strip() or type(exc).__name__
+    if not isinstance(exc, MCPError) and text != type(exc).__name__:
+        text = f"{type(exc).__name__}: {text}"
     return text if len(text) <= _ERROR_CHARS else text[: _ERROR_CHARS - 1] + "…"
 
 
@@ -124,10 +126,9 @@ class McpServer:
                 else:
                     self.state = "failed"
                 self.restarts += 1
+                # "failed" stays through the retries: it is what a person needs to see until it works
                 await anyio.sleep(delay)
                 delay = min(delay * 2, self._backoff_max)
-                if self.state == "failed":
-                    self.state = "restarting"
 
     async def _connect_and_serve(self) -> bool:
         """Start, list the tools, serve until the connection breaks. True when it had been ready."""

@@ -54,7 +54,8 @@ async def _until(check: Callable[[], bool], within: float = 20.0) -> None:
 async def test_tools_are_offered_with_names_schemas_and_descriptions(managers: Factory) -> None:
     manager = await _ready([fake("files-1")], managers)
     tools = {t.name: t for t in manager.tools()}
-    assert set(tools) == {f"mcp_files-1_{n}" for n in ("echo", "noop", "slow", "freeze", "crash", "fail", "env")}
+    assert set(tools) == {f"mcp_files-1_{n}" for n in ("echo", "noop", "slow", "freeze", "crash", "fail", "env",
+                                                           "header")}
     echo = tools["mcp_files-1_echo"]
     assert echo.toolset == "mcp:files-1"
     assert echo.parameters["properties"]["text"]["type"] == "string"
@@ -119,7 +120,7 @@ async def test_a_server_that_dies_at_start_is_failed_with_its_reason_and_retried
     assert dead is not None
     await _until(lambda: dead.restarts >= 2)
     status = {s.name: s for s in manager.status()}["dead"]
-    assert status.state in ("failed", "restarting")
+    assert status.state == "failed"
     assert status.last_error is not None and "cannot start: no database" in status.last_error
     assert not [t for t in manager.tools() if t.toolset == "mcp:dead"]
     once = manager.server("once")
