@@ -109,8 +109,9 @@ class ToolRegistry:
 
     @property
     def toolsets(self) -> frozenset[str]:
-        """The toolsets the registered tools belong to."""
-        return frozenset(t.toolset for t in self._tools.values())
+        """The toolsets the registered tools belong to, families too (``mcp`` for ``mcp:github``),
+        so a skill that requires ``mcp`` is shown when any MCP server's tools are on offer."""
+        return frozenset(name for t in self._tools.values() for name in _names(t.toolset))
 
     def __len__(self) -> int:
         return len(self._tools)

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import structlog
 
 from .._base import Tool
-from ._server import PING_INTERVAL, McpServer
+from ._server import PING_INTERVAL, PING_TIMEOUT, McpServer
 from ._spec import McpServerSpec, McpServerStatus
 
 log = structlog.get_logger("hermes.mcp")
@@ -24,13 +24,13 @@ class McpManager:
     """
 
     def __init__(self, specs: Iterable[McpServerSpec], *, backoff: float = 1.0, backoff_max: float = 60.0,
-                 ping_interval: float = PING_INTERVAL) -> None:
+                 ping_interval: float = PING_INTERVAL, ping_timeout: float = PING_TIMEOUT) -> None:
         self._servers: dict[str, McpServer] = {}
         for spec in specs:
             if spec.name in self._servers:
                 raise ValueError(f"two MCP servers are named {spec.name!r}")
             self._servers[spec.name] = McpServer(spec, backoff=backoff, backoff_max=backoff_max,
-                                                 ping_interval=ping_interval)
+                                                 ping_interval=ping_interval, ping_timeout=ping_timeout)
         self._started = False
 
     @property

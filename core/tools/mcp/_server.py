@@ -38,6 +38,8 @@ log = structlog.get_logger("hermes.mcp")
 
 #: an idle connection is pinged this often, so a dead or hung server is noticed before a call needs it
 PING_INTERVAL = 15.0
+#: a ping unanswered for this long (or the call timeout, when shorter) means a hung server
+PING_TIMEOUT = 10.0
 _ERROR_CHARS = 300
 
 
@@ -50,6 +52,9 @@ class _Connection:
     fault: str | None = None
     #: a call timed out: ping now rather than at the next interval
     check: asyncio.Event = field(default_factory=asyncio.Event)
+    #: calls under way; the idle ping waits while there are some (a server may run one call at a
+    #: time, and a long legitimate call must not look like a hang)
+    calls: int = 0
 
 
 def _root(exc: BaseException) -> BaseException:
@@ -71,7 +76,7 @@ class McpServer:
     """One server's life: start, serve, restart; and its tools as ``Tool`` objects."""
 
     def __init__(self, spec: McpServerSpec, *, backoff: float = 1.0, backoff_max: float = 60.0,
-                 ping_interval: float = PING_INTERVAL) -> None:
+                 ping_interval: float = PING_INTERVAL, ping_timeout: float = PING_TIMEOUT) -> None:
         self.spec = spec
         self.log = log.bind(server=spec.name)
         self.state: McpState = "starting" if spec.enabled else "disabled"
@@ -83,7 +88,8 @@ class McpServer:
         self._known: tuple[str, ...] = ()
         self._conn: _Connection | None = None
         self._last_stderr = ""
-        self._backoff, self._backoff_max, self._ping_interval = backoff, backoff_max, ping_interval
+        self._backoff, self._backoff_max = backoff, backoff_max
+        self._ping_interval, self._ping_timeout = ping_interval, ping_timeout
         self._scope = anyio.CancelScope()
         self._task: asyncio.Task[None] | None = None
 
@@ -172,8 +178,8 @@ class McpServer:
         params = StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env),
                                        cwd=spec.cwd)
         stderr = ChildStderr(self.log, spec.scrub)
-        await stderr.start()
         try:
+            await stderr.start()
             async with stdio_client(params, errlog=stderr.writer) as streams:
                 stderr.child_started()
                 yield streams
@@ -200,9 +206,11 @@ class McpServer:
                 await _first(conn.broken, conn.check)
             if conn.broken.is_set():
                 return
+            if not conn.check.is_set() and conn.calls:
+                continue
             conn.check.clear()
             try:
-                with anyio.fail_after(min(self.spec.timeout, 10.0)):
+                with anyio.fail_after(min(self.spec.timeout, self._ping_timeout)):
                     await conn.session.send_ping()
             except TimeoutError:
                 self.last_error = "the server stopped answering (a ping went unanswered)"
@@ -266,6 +274,7 @@ class McpServer:
             raise ToolError(f"the MCP server {name} is not available right now ({state}{why}). "
                             "Try again in a little while or do without it.")
         timeout = self.spec.timeout
+        conn.calls += 1
         try:
             result = await conn.session.call_tool(tool, args, read_timeout_seconds=timeout)
         except (TimeoutError, MCPError) as exc:
@@ -288,6 +297,8 @@ class McpServer:
             self.log.warning("mcp.bad_result", tool=tool, error=type(exc).__name__)
             raise ToolError(f"the MCP server {name} sent a reply to {tool} that is not a valid MCP tool "
                             f"result ({type(exc).__name__}).") from None
+        finally:
+            conn.calls -= 1
         # The model never sees the server's own credentials, even when the server prints them.
         text = self.spec.scrub(result_text(result))
         if result.is_error:

@@ -37,6 +37,11 @@ def test_mcp_toolsets_are_named_as_a_family_or_one_server(
     assert {t for t in ("mcp:github", "mcp:files", "core") if policy.allows(t)} == allowed
 
 
+def test_a_registry_names_the_families_of_its_toolsets() -> None:
+    registry = ToolRegistry([_tool("mcp_gh_issues", "mcp:gh"), _tool("memory", "core")])
+    assert registry.toolsets == {"mcp:gh", "mcp", "core"}
+
+
 def test_a_plain_toolset_is_not_a_family() -> None:
     assert not ToolsetPolicy(frozenset({"mcp"})).allows("mcpx")
     assert ToolsetPolicy(disabled=frozenset({"mcp"})).allows("mcpx")

@@ -95,6 +95,21 @@ async def test_a_hung_server_is_restarted_after_a_timeout(managers: Factory) -> 
     assert await server.call("echo", {"text": "thawed out"}) == "thawed out"
 
 
+async def test_a_long_call_on_a_busy_server_is_not_taken_for_a_hang() -> None:
+    # Pinged every 0.1 s while idle, a hang after 0.3 s without an answer; a call that blocks the
+    # server for 1 s (within its 10 s) is no reason to restart it.
+    manager = McpManager([fake(timeout=10)], backoff=0.1, ping_interval=0.1, ping_timeout=0.3)
+    await manager.start()
+    try:
+        assert await manager.wait_ready(30)
+        server = manager.server("t")
+        assert server is not None
+        assert await server.call("freeze", {"seconds": 1}) == "thawed"
+        assert server.restarts == 0 and server.state == "ready"
+    finally:
+        await manager.aclose()
+
+
 async def test_a_crash_mid_call_is_a_tool_error_and_the_server_comes_back(managers: Factory) -> None:
     manager = await _ready([fake()], managers)
     server = manager.server("t")
