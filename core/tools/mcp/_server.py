@@ -167,7 +167,9 @@ class McpServer:
     async def _transport(self) -> AsyncIterator[Any]:
         spec = self.spec
         if spec.url is not None:
-            timeout = httpx2.Timeout(30.0, read=max(spec.timeout, 30.0))
+            # The SDK's own defaults: a server may hold its event stream open; a call's own limit is
+            # the per-call timeout below, not the socket's.
+            timeout = httpx2.Timeout(30.0, read=300.0)
             async with httpx2.AsyncClient(headers=dict(spec.headers), timeout=timeout) as http, \
                     streamable_http_client(spec.url, http_client=http) as streams:
                 yield streams
