@@ -53,7 +53,8 @@ async def freeze(seconds: float) -> str:
 
 @server.tool()
 def crash() -> str:
-    """Die in the middle of the call."""
+    """Die in the middle of the call, saying so on stderr."""
+    print("fatal: out of coffee", file=sys.stderr, flush=True)
     os._exit(3)
 
 

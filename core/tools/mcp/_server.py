@@ -41,6 +41,7 @@ PING_INTERVAL = 15.0
 #: a ping unanswered for this long (or the call timeout, when shorter) means a hung server
 PING_TIMEOUT = 10.0
 _ERROR_CHARS = 300
+_CLOSED = "the server closed the connection (the process exited?)"
 
 
 @dataclass
@@ -128,6 +129,9 @@ class McpServer:
                 if served:
                     delay = self._backoff  # it worked for a while: this is a fresh failure
                     self.state = "restarting"
+                    if self._last_stderr and (self.last_error or "").startswith(_CLOSED):
+                        # Read only now that the child is gone: its last words say why it died.
+                        self.last_error = self.spec.scrub(f"{self.last_error}; its last output: {self._last_stderr}")
                     self.log.warning("mcp.connection_lost", error=self.last_error, retry_in=delay)
                 else:
                     self.state = "failed"
@@ -155,7 +159,7 @@ class McpServer:
                     listed = await self._list_tools(session)
                 self._conn = conn
                 self._set_tools(self._wrap(listed))
-                self.state, self.last_error = "ready", None
+                self.state = "ready"  # last_error stays: why it last went down is worth knowing
                 self.log.info("mcp.ready", tools=len(self._tools), transport=self.spec.transport)
                 try:
                     await self._watch(conn)
@@ -180,6 +184,7 @@ class McpServer:
         params = StdioServerParameters(command=spec.command, args=list(spec.args), env=dict(spec.env),
                                        cwd=spec.cwd)
         stderr = ChildStderr(self.log, spec.scrub)
+        self._last_stderr = ""  # this child's, not the one before it
         try:
             await stderr.start()
             async with stdio_client(params, errlog=stderr.writer) as streams:
@@ -223,7 +228,7 @@ class McpServer:
 
     def _lost(self, exc: BaseException) -> str:
         tail = self._last_stderr
-        why = "the server closed the connection (the process exited?)" if _closed(exc) else _short(exc)
+        why = _CLOSED if _closed(exc) else _short(exc)
         return self.spec.scrub(f"{why}; its last output: {tail}" if tail else why)
 
     def _break(self, conn: _Connection) -> None:

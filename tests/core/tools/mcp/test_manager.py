@@ -121,6 +121,7 @@ async def test_a_crash_mid_call_is_a_tool_error_and_the_server_comes_back(manage
         await server.call("echo", {"text": "too soon"})
     await _until(lambda: server.state == "ready")
     assert server.restarts >= 1
+    assert "its last output: fatal: out of coffee" in (server.status().last_error or "")
     tools = {t.name: t for t in manager.tools()}
     assert await server.call("echo", {"text": "back"}) == "back"
     assert "mcp_t_echo" in tools
