@@ -49,9 +49,11 @@ class ToolOutcome:
 class ToolRegistry:
     """Tools by name; a filtered view per platform via ``for_platform``."""
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), *, max_result_chars: int | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        #: ``agent.max_tool_result_kb``: no result is longer, whatever its tool allows (None: the tool's own)
+        self.max_result_chars = max_result_chars
         for tool in tools:
             self.register(tool)
 
@@ -86,7 +88,7 @@ class ToolRegistry:
 
     def for_platform(self, policy: ToolsetPolicy) -> ToolRegistry:
         """A registry holding only the tools whose toolset ``policy`` allows."""
-        view = ToolRegistry()
+        view = ToolRegistry(max_result_chars=self.max_result_chars)
         for tool in self._tools.values():
             if policy.allows(tool.toolset):
                 view._tools[tool.name] = tool
@@ -96,7 +98,7 @@ class ToolRegistry:
     def only(self, names: Iterable[str]) -> ToolRegistry:
         """A registry holding just the named tools that exist here."""
         wanted = set(names)
-        view = ToolRegistry()
+        view = ToolRegistry(max_result_chars=self.max_result_chars)
         for name, tool in self._tools.items():
             if name in wanted:
                 view._tools[name] = tool
@@ -116,6 +118,8 @@ class ToolRegistry:
         if isinstance(args, str):
             return ToolOutcome(f"Error: the arguments for {name} are not a JSON object ({args}). "
                                "Send the arguments as a JSON object matching the tool's schema.", False)
+        limit = tool.max_result_chars if self.max_result_chars is None else min(tool.max_result_chars,
+                                                                                  self.max_result_chars)
         problems = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.absolute_path))
         if problems:
             described = "; ".join(_describe(p) for p in problems[:5])
@@ -125,7 +129,7 @@ class ToolRegistry:
         except asyncio.CancelledError:
             raise
         except ToolError as exc:
-            return ToolOutcome(_truncate(f"Error: {exc}", tool.max_result_chars), False)
+            return ToolOutcome(_truncate(f"Error: {exc}", limit), False)
         except Exception as exc:
             # A bug in a tool must not end the turn; the model hears that it failed, the log gets the trace.
             log.exception("tool.crashed", tool=name)
@@ -133,7 +137,7 @@ class ToolRegistry:
                                "Try different arguments or another approach.", False)
         if not isinstance(result, str):
             result = json.dumps(result, ensure_ascii=False, default=str)
-        return ToolOutcome(_truncate(result, tool.max_result_chars), True)
+        return ToolOutcome(_truncate(result, limit), True)
 
 
 def _decode(arguments: str | Mapping[str, Any] | None) -> dict[str, Any] | str:
