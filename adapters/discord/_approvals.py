@@ -43,7 +43,7 @@ from ..approvals import (
     parse_approval_data,
 )
 from ..base import AdapterError, ChatType, InboundMessage, MessageHandler, OutboundMessage
-from ._inbound import PLATFORM
+from ._inbound import PLATFORM, ChannelRef, classify_channel
 from ._outbound import Sender
 
 __all__ = ["ApprovalButtons", "approval_components", "press_to_inbound"]
@@ -83,8 +83,9 @@ def _mapping(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def press_to_inbound(data: Any) -> InboundMessage | None:
-    """A component interaction as the router's message; None when it is not a press of ours (or unreadable)."""
+def press_to_inbound(data: Any, cached: ChannelRef | None = None) -> InboundMessage | None:
+    """A component interaction as the router's message; None when it is not a press of ours (or unreadable).
+    ``cached``: where the channel sits by discord.py's cache, for a payload whose ``channel`` has no type."""
     if not isinstance(data, Mapping) or data.get("type") != MESSAGE_COMPONENT:
         return None
     custom_id = _mapping(data.get("data")).get("custom_id")
@@ -105,14 +106,16 @@ def press_to_inbound(data: Any) -> InboundMessage | None:
         return None  # the gateway serves no group DMs
     parent = _snowflake(channel.get("parent_id"))
     thread_id: str | None = None
-    if kind in THREAD_TYPES and parent is not None:
+    channel_name = channel.get("name")
+    if kind is None and cached is not None:
+        chat_type, chat_id, thread_id, channel_name = cached.chat_type, cached.chat_id, cached.thread_id, cached.name
+    elif kind in THREAD_TYPES and parent is not None:
         chat_type, chat_id, thread_id = ChatType.THREAD, parent, channel_id
     elif kind == DM or data.get("guild_id") is None:
         chat_type, chat_id = ChatType.DM, channel_id
     else:
         chat_type, chat_id = ChatType.CHANNEL, channel_id
     name = user.get("global_name") or user.get("username")
-    channel_name = channel.get("name")
     return InboundMessage(
         platform=PLATFORM,
         chat_id=chat_id,
@@ -126,6 +129,14 @@ def press_to_inbound(data: Any) -> InboundMessage | None:
         dedupe_id=f"interaction:{interaction_id}",
         addressed=True,
     )
+
+
+def _cached_place(client: discord.Client, data: Mapping[str, Any]) -> ChannelRef | None:
+    """Where the press's channel sits by discord.py's cache, needed only when the payload does not say."""
+    if _mapping(data.get("channel")).get("type") is not None:
+        return None
+    channel_id = _snowflake(data.get("channel_id"))
+    return classify_channel(client.get_channel(int(channel_id))) if channel_id is not None else None
 
 
 class ApprovalButtons:
@@ -224,7 +235,7 @@ class ApprovalButtons:
             self.ack_failures += 1
             log.warning("discord.interaction_ack_failed", interaction_id=interaction_id, error=type(exc).__name__)
         try:
-            inbound = press_to_inbound(data)
+            inbound = press_to_inbound(data, _cached_place(client, data))
         except Exception as exc:  # an odd payload must cost nothing but this press
             log.warning("discord.interaction_malformed", interaction_id=interaction_id, error=type(exc).__name__)
             return

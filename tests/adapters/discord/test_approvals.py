@@ -89,6 +89,10 @@ async def test_in_a_thread_the_question_goes_to_the_thread_and_the_press_comes_f
         assert msg.text == "/deny ab12CD34" and msg.user_id == bob["id"]
         assert (msg.chat_type, msg.chat_id, msg.thread_id) == (ChatType.THREAD, fake.general, target.thread_id)
         assert msg.dedupe_id == f"interaction:{press.id}"
+        # A payload without the channel object: where the channel sits comes from discord.py's cache.
+        _, msg = await pressed(fake, inbound, message_id, approval_data(PROMPT.approval_id, "always"),
+                               extra={"channel": None})
+        assert (msg.chat_type, msg.chat_id, msg.thread_id) == (ChatType.THREAD, fake.general, target.thread_id)
 
 
 async def test_a_press_in_a_channel_keys_the_channel() -> None:
