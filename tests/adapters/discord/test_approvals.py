@@ -8,12 +8,13 @@ a later real press arrives alone.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from adapters.approvals import APPROVAL_CHOICES, ApprovalPrompt, approval_data
-from adapters.base import AdapterError, ChatType, InboundMessage, OutboundMessage
+from adapters.base import AdapterError, ChatType, Disposition, InboundMessage, OutboundMessage
 from adapters.discord import DiscordAdapter
 from tests.emulators.fake_discord import FakeDiscord, Press
 
@@ -195,3 +196,24 @@ async def test_a_replayed_press_is_one_press_for_the_router() -> None:
         again = inbound.pop(0)
         assert again.dedupe_id == first.dedupe_id  # the router's dedupe makes it one
         assert press.responses == [(6, 200), (6, 400)]  # the second ack met 40060, nothing broke
+
+
+async def test_the_ack_does_not_wait_for_a_busy_router() -> None:
+    async with FakeDiscord() as fake, connected(fake) as (adapter, inbound):
+        target = await asked(fake, inbound, "x")
+        message_id = await ask(adapter, target)
+        release = asyncio.Event()
+
+        async def busy(message: InboundMessage) -> Disposition:
+            inbound.append(message)
+            await release.wait()  # the router is slow to take it
+            return Disposition.ACCEPTED
+
+        adapter.bind(busy)
+        first = await fake.user_presses(message_id, approval_data(PROMPT.approval_id, "approve"))
+        second = await fake.user_presses(message_id, approval_data(PROMPT.approval_id, "deny"))
+        await fake.wait_for(lambda: first.response_type and second.response_type, WAIT, what="both acks")
+        release.set()
+        await fake.wait_for(lambda: len(inbound) == 2, WAIT, what="both presses at the router")
+        assert [m.text for m in inbound] == ["/approve ab12CD34", "/deny ab12CD34"]  # in order
+        assert not first.failed and not second.failed
