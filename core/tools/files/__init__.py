@@ -7,7 +7,15 @@ allowed folders, writes elsewhere (or into ``$HERMES_HOME`` / ``~/.ssh``) ask th
 runs in threads; a file is streamed, never loaded whole, except by patch (capped).
 """
 
-from ._guard import WriteTarget, confine_read, confine_write, display_path, plan_write, protected_folder
+from ._guard import (
+    WriteTarget,
+    approve_write,
+    confine_read,
+    confine_write,
+    display_path,
+    plan_write,
+    protected_folder,
+)
 from ._settings import FilesSettings
 from ._tools import FILES_TOOLSET, WRITES_TAG, file_tools
 
@@ -16,6 +24,7 @@ __all__ = [
     "WRITES_TAG",
     "FilesSettings",
     "WriteTarget",
+    "approve_write",
     "confine_read",
     "confine_write",
     "display_path",

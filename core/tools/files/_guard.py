@@ -27,7 +27,7 @@ from ._settings import FilesSettings
 
 log = structlog.get_logger("hermes.tools.files")
 
-__all__ = ["WriteTarget", "confine_read", "confine_write", "display_path", "plan_write", "protected_folder"]
+__all__ = ["WriteTarget", "approve_write", "confine_read", "confine_write", "display_path", "plan_write", "protected_folder"]
 
 
 def _listing(settings: FilesSettings) -> str:
@@ -71,7 +71,7 @@ def confine_read(path: str, settings: FilesSettings, *, folder: bool = False) ->
     if in_system_folder(resolved.real):
         raise ToolError(f"{path!r} is a system folder (/proc, /sys, /dev); it is not read.")
     if not resolved.exists:
-        raise ToolError(f"There is no file at {path!r}.")
+        raise ToolError(f"There is no {'file or folder' if folder else 'file'} at {path!r}.")
     try:
         st = os.stat(resolved.real)
     except OSError as exc:
@@ -142,14 +142,20 @@ def plan_write(path: str, settings: FilesSettings) -> WriteTarget:
     return WriteTarget(real=resolved.real, existing=existing, reason=_reason(resolved, settings))
 
 
+async def approve_write(ctx: ToolContext, target: WriteTarget, tool: str, verb: str) -> None:
+    """The person's yes when ``target`` needs one (``ToolError`` when not given, or nobody can be asked)."""
+    if target.reason is None:
+        return
+    log.info("tools.files.approval_asked", tool=tool, path=str(target.real), reason=target.reason,
+             session_id=ctx.session_id)
+    decision = await require_approval(ctx, ApprovalRequest(
+        tool=tool, action=f"{verb} {target.real}", reason=target.reason, pattern=f"{tool}:{target.real}"))
+    log.info("tools.files.approved", tool=tool, path=str(target.real), why=decision.why, session_id=ctx.session_id)
+
+
 async def confine_write(ctx: ToolContext, settings: FilesSettings, tool: str, verb: str,
                         path: str) -> WriteTarget:
-    """``plan_write``, then the person's yes when it needs one (``ToolError`` when not given)."""
+    """``plan_write`` (in a thread), then ``approve_write``."""
     target = await asyncio.to_thread(plan_write, path, settings)
-    if target.reason is not None:
-        log.info("tools.files.approval_asked", tool=tool, path=str(target.real), reason=target.reason,
-                 session_id=ctx.session_id)
-        decision = await require_approval(ctx, ApprovalRequest(
-            tool=tool, action=f"{verb} {target.real}", reason=target.reason, pattern=f"{tool}:{target.real}"))
-        log.info("tools.files.approved", tool=tool, path=str(target.real), why=decision.why)
+    await approve_write(ctx, target, tool, verb)
     return target

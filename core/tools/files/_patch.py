@@ -21,7 +21,7 @@ import structlog
 from ...media import human_size
 from .._args import Args
 from .._base import ToolContext, ToolError
-from ._guard import WriteTarget, confine_write, display_path
+from ._guard import WriteTarget, approve_write, display_path, plan_write
 from ._io import atomic_write, is_binary, open_regular
 from ._settings import FilesSettings
 
@@ -46,10 +46,17 @@ async def patch_file(args: Mapping[str, Any], ctx: ToolContext, settings: FilesS
         raise ToolError("'old_string' is empty; give the exact text to replace (use write_file for a new file).")
     if old == new:
         raise ToolError("'old_string' and 'new_string' are the same; nothing would change.")
-    target = await confine_write(ctx, settings, "patch", "patch", path)
+    target = await asyncio.to_thread(plan_write, path, settings)
     if target.existing is None:
         raise ToolError(f"There is no file at {path!r}; create it with write_file.")
-    return await asyncio.to_thread(_patch, path, target, old, new, replace_all, settings)
+    # The change is worked out first: a person is asked only about a patch that applies.
+    text, after, count = await asyncio.to_thread(_prepare, path, target, old, new, replace_all, settings)
+    await approve_write(ctx, target, "patch", "patch")
+    await asyncio.to_thread(_commit, path, target, after.encode("utf-8"))
+    shown = display_path(target.real, settings)
+    log.info("tools.files.patched", path=str(target.real), replacements=count, session_id=ctx.session_id)
+    return json.dumps({"success": True, "path": shown, "replacements": count, "diff": _diff(text, after, shown)},
+                      ensure_ascii=False)
 
 
 def _load(path: str, target: WriteTarget, settings: FilesSettings) -> str:
@@ -106,8 +113,9 @@ def _diff(before: str, after: str, name: str) -> str:
     return body
 
 
-def _patch(path: str, target: WriteTarget, old: str, new: str, replace_all: bool,
-           settings: FilesSettings) -> str:
+def _prepare(path: str, target: WriteTarget, old: str, new: str, replace_all: bool,
+             settings: FilesSettings) -> tuple[str, str, int]:
+    """The file's text, its text after the patch, and how many places change; refusals as ToolError."""
     text = _load(path, target, settings)
     found = _occurrences(text, old)
     if not found:
@@ -118,16 +126,16 @@ def _patch(path: str, target: WriteTarget, old: str, new: str, replace_all: bool
         raise ToolError(f"'old_string' occurs {len(found)} times in {path!r} (lines {where}); nothing was changed. "
                         "Include more surrounding lines to make it unique, or set replace_all to change every one.")
     after = text.replace(old, new) if replace_all else text.replace(old, new, 1)
-    data = after.encode("utf-8")
-    if len(data) > settings.max_patch_bytes:
-        raise ToolError(f"The patched file would be {human_size(len(data))}; patch writes files up to "
+    size = len(after.encode("utf-8"))
+    if size > settings.max_patch_bytes:
+        raise ToolError(f"The patched file would be {human_size(size)}; patch writes files up to "
                         f"{human_size(settings.max_patch_bytes)}.")
+    return text, after, len(found)
+
+
+def _commit(path: str, target: WriteTarget, data: bytes) -> None:
     _unchanged_since(target, path)
     atomic_write(target.real, data, target.existing)
-    shown = display_path(target.real, settings)
-    log.info("tools.files.patched", path=str(target.real), replacements=len(found))
-    return json.dumps({"success": True, "path": shown, "replacements": len(found),
-                       "diff": _diff(text, after, shown)}, ensure_ascii=False)
 
 
 def _unchanged_since(target: WriteTarget, path: str) -> None:

@@ -93,3 +93,16 @@ async def test_a_long_diff_is_shortened(registry: ToolRegistry, ctx: ToolContext
                           replace_all=True)
     diff = json.loads(text)["diff"]
     assert ok and "more diff lines not shown" in diff and len(diff.splitlines()) <= 82
+
+
+async def test_a_patch_that_cannot_apply_asks_nobody(registry: ToolRegistry, ctx: ToolContext,
+                                                     tmp_path: Path) -> None:
+    outside = tmp_path / "conf.ini"
+    outside.write_text("debug = false\n")
+    approver = ScriptedApprover(True)
+    ok, text = await call(registry, with_approver(ctx, approver), "patch", path=str(outside),
+                          old_string="verbose", new_string="quiet")
+    assert not ok and "was not found" in text and approver.asked == []
+    ok, text = await call(registry, with_approver(ctx, approver), "patch", path=str(tmp_path / "none.ini"),
+                          old_string="a", new_string="b")
+    assert not ok and "There is no file" in text and approver.asked == []
