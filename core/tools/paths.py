@@ -41,6 +41,8 @@ class ResolvedPath:
     exists: bool
     #: ``..`` alone leads outside every root
     climbs_out: bool
+    #: the path as written (``lexical``) is inside a root
+    written_inside: bool
 
     @property
     def inside(self) -> bool:
@@ -49,7 +51,7 @@ class ResolvedPath:
     @property
     def through_symlink_out(self) -> bool:
         """The path, as written, is inside a root, but a symlink on the way leads out of them."""
-        return self.root is None and not self.climbs_out
+        return self.root is None and self.written_inside
 
 
 def within(path: Path, folder: Path) -> bool:
@@ -79,7 +81,8 @@ def resolve_path(path: str, roots: Sequence[Path]) -> ResolvedPath:
     lexical = Path(os.path.normpath(candidate))
     given_roots = tuple(Path(os.path.normpath(Path(r).absolute())) for r in roots)
     reals = real_roots(roots)
-    climbs_out = ".." in Path(path).parts and not any(within(lexical, r) for r in (*given_roots, *reals))
+    written_inside = any(within(lexical, r) for r in (*given_roots, *reals))
+    climbs_out = ".." in Path(path).parts and not written_inside
     real = Path(os.path.realpath(candidate))
     try:
         os.stat(real)
@@ -93,4 +96,5 @@ def resolve_path(path: str, roots: Sequence[Path]) -> ResolvedPath:
             raise ToolError(f"{path!r} is a symlink loop; it leads nowhere.") from None
         raise ToolError(f"{path!r} cannot be looked up ({exc.strerror or type(exc).__name__}).") from None
     root = next((r for r in reals if within(real, r)), None)
-    return ResolvedPath(given=path, real=real, lexical=lexical, root=root, exists=exists, climbs_out=climbs_out)
+    return ResolvedPath(given=path, real=real, lexical=lexical, root=root, exists=exists, climbs_out=climbs_out,
+                        written_inside=written_inside)

@@ -1,13 +1,14 @@
 """The one gate every file tool passes: may this path be read, or written, and who must say yes.
 
 Reads are confined: a path whose real location (symlinks followed) is outside every root is
-refused, and so are kernel folders (/proc, /sys, /dev) and anything that is not a regular
-file. Writes are not confined but asked about: a write whose real location is outside the
-roots (an absolute path elsewhere, a symlink in a root that leads out), or into
-``$HERMES_HOME`` or ``~/.ssh`` (unless a root below them holds it), waits for the person's
-yes through ``require_approval``; nobody to ask means refused. ``..`` that climbs out of the
-roots is refused outright for both: a model that means a place outside names it plainly,
-and the person is asked about that name.
+refused, and so are kernel folders (/proc, /sys, /dev), anything that is not a regular file,
+and the protected folders (``$HERMES_HOME``: .env, config, state.db; ``~/.ssh``: keys) unless
+a root *below* them holds the path (the workspace under ``$HERMES_HOME`` is the agent's own).
+Writes are not confined but asked about: a write whose real location is outside the roots
+(an absolute path elsewhere, a symlink in a root that leads out), or into a protected
+folder, waits for the person's yes through ``require_approval``; nobody to ask means
+refused. ``..`` that climbs out of the roots is refused outright for both: a model that
+means a place outside names it plainly, and the person is asked about that name.
 """
 
 from __future__ import annotations
@@ -27,7 +28,16 @@ from ._settings import FilesSettings
 
 log = structlog.get_logger("hermes.tools.files")
 
-__all__ = ["WriteTarget", "approve_write", "confine_read", "confine_write", "display_path", "plan_write", "protected_folder"]
+__all__ = [
+    "Protection",
+    "WriteTarget",
+    "approve_write",
+    "confine_read",
+    "confine_write",
+    "display_path",
+    "plan_write",
+    "protected_folder",
+]
 
 
 def _listing(settings: FilesSettings) -> str:
@@ -41,6 +51,37 @@ def display_path(real: Path, settings: FilesSettings) -> str:
     if within(real, first):
         return real.relative_to(first).as_posix() if real != first else "."
     return str(real)
+
+
+@dataclass(frozen=True)
+class Protection:
+    """The protected folders and the roots, real paths worked out once (a search asks per folder)."""
+
+    roots: tuple[Path, ...]
+    folders: tuple[Path, ...]
+
+    @classmethod
+    def of(cls, settings: FilesSettings) -> Protection:
+        return cls(real_roots(settings.roots), real_roots(settings.protected))
+
+    def folder_of(self, real: Path) -> Path | None:
+        """The protected folder ``real`` is in, unless a root strictly below that folder holds it."""
+        for folder in self.folders:
+            if within(real, folder) and not any(
+                    within(real, r) and within(r, folder) and r != folder for r in self.roots):
+                return folder
+        return None
+
+    def may_enter(self, real_folder: Path) -> bool:
+        """A search may walk into it: not protected, or a root lies below it (the workspace in
+        ``$HERMES_HOME``; the files beside that root are still skipped one by one)."""
+        return self.folder_of(real_folder) is None or any(
+            within(r, real_folder) and r != real_folder for r in self.roots)
+
+
+def protected_folder(real: Path, settings: FilesSettings) -> Path | None:
+    """The protected folder (``$HERMES_HOME``, ~/.ssh) ``real`` is in, unless a root below it holds it."""
+    return Protection.of(settings).folder_of(real)
 
 
 def _kind(mode: int) -> str:
@@ -70,6 +111,9 @@ def confine_read(path: str, settings: FilesSettings, *, folder: bool = False) ->
         raise ToolError(f"{path!r} is outside the allowed folders ({_listing(settings)}); it cannot be read.")
     if in_system_folder(resolved.real):
         raise ToolError(f"{path!r} is a system folder (/proc, /sys, /dev); it is not read.")
+    secret = protected_folder(resolved.real, settings)
+    if secret is not None:
+        raise ToolError(f"{path!r} is in {secret}, where secrets and the gateway's own files live; it is not read.")
     if not resolved.exists:
         raise ToolError(f"There is no {'file or folder' if folder else 'file'} at {path!r}.")
     try:
@@ -84,19 +128,6 @@ def confine_read(path: str, settings: FilesSettings, *, folder: bool = False) ->
     raise ToolError(f"{path!r} is {_kind(st.st_mode)}; only regular files are read.")
 
 
-def protected_folder(real: Path, settings: FilesSettings) -> Path | None:
-    """The protected folder (``$HERMES_HOME``, ~/.ssh) ``real`` is in, unless a root *below* that
-    folder holds it (the workspace under ``$HERMES_HOME`` is the agent's own)."""
-    roots = real_roots(settings.roots)
-    for folder in real_roots(settings.protected):
-        if not within(real, folder):
-            continue
-        if any(within(real, r) and within(r, folder) and r != folder for r in roots):
-            continue
-        return folder
-    return None
-
-
 @dataclass(frozen=True)
 class WriteTarget:
     """Where a write goes, and why a person must approve it first (None: no need)."""
@@ -109,7 +140,7 @@ class WriteTarget:
 
 def _reason(resolved: ResolvedPath, settings: FilesSettings) -> str | None:
     reason = None
-    if resolved.through_symlink_out and any(within(resolved.lexical, r) for r in settings.roots):
+    if resolved.through_symlink_out:
         reason = "a write outside the allowed folders, through a symlink inside them"
     elif not resolved.inside:
         reason = "a write outside the allowed folders"

@@ -25,7 +25,7 @@ from ...media import SNIFF_BYTES, human_size
 from .._args import Args
 from .._base import ToolContext, ToolError
 from ._glob import Glob
-from ._guard import confine_read, display_path
+from ._guard import Protection, confine_read, display_path
 from ._io import is_binary, open_regular
 from ._settings import FilesSettings
 
@@ -79,9 +79,12 @@ def _search(path: str, glob: Glob | None, compiled: Any, settings: FilesSettings
 def _walk(start: Path, glob: Glob | None, compiled: Any, found: _Found, deadline: float,
           settings: FilesSettings) -> None:
     # os.walk with followlinks=False lists a symlinked folder but never enters it
+    protection = Protection.of(settings)
     for folder, subfolders, names in os.walk(start, followlinks=False):
-        subfolders[:] = sorted(d for d in subfolders if d not in _SKIP_FOLDERS)
         base = Path(folder)
+        # A root that holds ~/.ssh or $HERMES_HOME does not open them to a search (keys, .env).
+        subfolders[:] = sorted(d for d in subfolders if d not in _SKIP_FOLDERS and protection.may_enter(base / d))
+        secret_here = protection.folder_of(base) is not None
         for name in sorted(names):
             found.entries += 1
             if found.entries > settings.max_search_entries:
@@ -91,6 +94,8 @@ def _walk(start: Path, glob: Glob | None, compiled: Any, found: _Found, deadline
             if found.cut:
                 return
             full = base / name
+            if secret_here and protection.folder_of(full) is not None:
+                continue
             _consider(full, full.relative_to(start).as_posix(), glob, compiled, found, deadline, settings)
             if found.cut:
                 return

@@ -52,3 +52,15 @@ def test_display_path(ws: Path, tmp_path: Path, settings: FilesSettings) -> None
     assert display_path(ws / "a" / "b.txt", settings) == "a/b.txt"
     assert display_path(ws, settings) == "."
     assert display_path(tmp_path / "x", settings) == str(tmp_path / "x")
+
+
+def test_protected_folders_are_not_read_even_inside_a_root(home: Path, ws: Path, ssh: Path, tmp_path: Path) -> None:
+    ssh.mkdir(parents=True)
+    (ssh / "id_ed25519").write_text("PRIVATE KEY")
+    (home / ".env").write_text("TELEGRAM_BOT_TOKEN=123:abc")
+    (ws / "ok.txt").write_text("fine")
+    wide = FilesSettings(roots=(tmp_path,), home=home, protected_extra=(ssh,))
+    for path in (str(ssh / "id_ed25519"), str(home / ".env"), "hermes/.env", "userhome/.ssh/id_ed25519"):
+        with pytest.raises(ToolError, match="secrets"):
+            confine_read(path, wide)
+    assert confine_read("hermes/workspace/ok.txt", FilesSettings(roots=(tmp_path, ws), home=home))[0] == ws / "ok.txt"

@@ -131,3 +131,19 @@ async def test_very_long_lines_are_searched_in_pieces(registry: ToolRegistry, ct
     ok, text = await call(registry, ctx, "search_files", regex="NEEDLE")
     lines = text.splitlines()
     assert ok and lines[1].startswith("min.js:1: ") and len(lines[1]) < 300 and lines[2] == "min.js:2: second line NEEDLE"
+
+
+async def test_a_wide_root_does_not_open_ssh_or_hermes_home_to_a_search(home: Path, ws: Path, ssh: Path,
+                                                                        tmp_path: Path, ctx: ToolContext) -> None:
+    os.makedirs(ssh)
+    (ssh / "id_ed25519").write_text("KEY-SECRET\n")
+    (home / ".env").write_text("TOKEN=KEY-SECRET\n")
+    (ws / "notes.txt").write_text("KEY-SECRET is not here\n")
+    registry = ToolRegistry(file_tools(FilesSettings(roots=(tmp_path, ws), home=home, protected_extra=(ssh,))))
+    ok, text = await call(registry, ctx, "search_files", regex="KEY-SECRET")
+    assert ok and text.startswith("1 matching line in 1 file")
+    assert text.splitlines()[1] == "hermes/workspace/notes.txt:1: KEY-SECRET is not here"
+    ok, text = await call(registry, ctx, "search_files", pattern="**/*")
+    assert ok and "hermes/workspace/notes.txt" in text and ".env" not in text and "id_ed25519" not in text
+    ok, text = await call(registry, ctx, "search_files", regex="KEY", path=str(ssh))
+    assert not ok and "secrets" in text
