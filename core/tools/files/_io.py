@@ -7,8 +7,8 @@ import codecs
 import contextlib
 import io
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 
 from ...media import SNIFF_BYTES, human_size, sniff
@@ -78,55 +78,73 @@ def atomic_write(real: Path, data: bytes, existing: os.stat_result | None) -> bo
     """Replace (or create) ``real`` with ``data``: a temporary file in the same folder, fsynced,
     renamed over it, the folder fsynced. Readers see the old file or the new one, never half.
     An existing file keeps its mode; a new one gets the usual 0666 & ~umask. Parents are
-    created. Returns whether the file is new."""
+    created. Returns whether the file is new.
+
+    The folder is opened once and everything after goes through that descriptor, after proving
+    it is the folder the path was confined to: a folder swapped for a symlink since (by another
+    process, or while a person was deciding) is refused, not written through.
+    """
     parent = real.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
+        dfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise ToolError(f"The folder {parent} cannot be created ({exc.strerror or type(exc).__name__}).") from None
-    if existing is not None:
-        try:
-            now = os.lstat(real)
-        except FileNotFoundError:
-            now = None
-        # A symlink or another file put there since the path was confined is not written through.
-        if now is None or not stat.S_ISREG(now.st_mode) or now.st_ino != existing.st_ino:
-            raise ToolError(f"{real.name} changed while it was being written; read it again and retry.")
-    elif os.path.lexists(real):
-        raise ToolError(f"{real.name} appeared while it was being written; read it and retry.")
-    mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask()
+        raise ToolError(f"The folder {parent} cannot be used ({exc.strerror or type(exc).__name__}).") from None
     try:
-        fd, tmp = tempfile.mkstemp(dir=parent, prefix=f".{real.name[:100]}.", suffix=".tmp")
+        _prove_folder(dfd, parent, real.name)
+        _check_target(dfd, real.name, existing)
+        mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o666 & ~_umask()
+        _replace(dfd, real.name, data, mode)
+    finally:
+        os.close(dfd)
+    return existing is None
+
+
+def _prove_folder(dfd: int, parent: Path, name: str) -> None:
+    try:
+        same = os.path.realpath(parent) == str(parent) and _ident(os.fstat(dfd)) == _ident(os.stat(parent))
+    except OSError:
+        same = False
+    if not same:
+        raise ToolError(f"The folder of {name} changed while it was being written (a symlink?); nothing was written.")
+
+
+def _ident(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
+
+
+def _check_target(dfd: int, name: str, existing: os.stat_result | None) -> None:
+    try:
+        now: os.stat_result | None = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        now = None
+    if existing is None:
+        if now is not None:
+            raise ToolError(f"{name} appeared while it was being written; read it and retry.")
+    # A symlink or another file put there since the path was confined is not written through.
+    elif now is None or not stat.S_ISREG(now.st_mode) or _ident(now) != _ident(existing):
+        raise ToolError(f"{name} changed while it was being written; read it again and retry.")
+
+
+def _replace(dfd: int, name: str, data: bytes, mode: int) -> None:
+    tmp = f".{name[:100]}.{secrets.token_hex(6)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dfd)
     except OSError as exc:
-        raise ToolError(f"{real.name} cannot be written ({exc.strerror or type(exc).__name__}).") from None
+        raise ToolError(f"{name} cannot be written ({exc.strerror or type(exc).__name__}).") from None
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
             os.fchmod(out.fileno(), mode)
             os.fsync(out.fileno())
-        os.replace(tmp, real)
-    except OSError as exc:
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+    except BaseException as exc:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise ToolError(f"{real.name} cannot be written ({exc.strerror or type(exc).__name__}).") from None
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dfd)
+        if isinstance(exc, OSError):
+            raise ToolError(f"{name} cannot be written ({exc.strerror or type(exc).__name__}).") from None
         raise
-    _fsync_folder(parent)
-    return existing is None
-
-
-def _fsync_folder(folder: Path) -> None:
     # The rename is durable only once the folder's entry is on disk.
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    with contextlib.suppress(OSError):
+        os.fsync(dfd)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.tools import ToolContext, ToolRegistry
+from core.tools import ApprovalDecision, ApprovalRequest, ToolContext, ToolRegistry
 
 from ._env import ScriptedApprover, call, with_approver
 
@@ -140,3 +140,43 @@ async def test_too_much_content_is_refused(home: Path, ctx: ToolContext, ws: Pat
 async def test_unicode_names_are_written(registry: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
     ok, _ = await call(registry, ctx, "write_file", path="données/ñandú 🐦.txt", content="ok")
     assert ok and (ws / "données" / "ñandú 🐦.txt").read_text() == "ok"
+
+
+class SwappingApprover(ScriptedApprover):
+    """Says yes, but while the person 'decides' someone swaps the target's folder for a symlink."""
+
+    def __init__(self, folder: Path, elsewhere: Path) -> None:
+        super().__init__(True)
+        self.folder, self.elsewhere = folder, elsewhere
+
+    async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+        os.rename(self.folder, self.folder.with_name("moved"))
+        os.symlink(self.elsewhere, self.folder)
+        return await super().decide(request)
+
+
+async def test_a_folder_swapped_for_a_symlink_while_asking_is_not_written_through(
+        registry: ToolRegistry, ctx: ToolContext, home: Path, tmp_path: Path) -> None:
+    os.makedirs(home / "cfg")
+    os.makedirs(tmp_path / "evil")
+    approver = SwappingApprover(home / "cfg", tmp_path / "evil")
+    ok, text = await call(registry, with_approver(ctx, approver), "write_file", path=str(home / "cfg" / "x.yaml"),
+                          content="x")
+    assert not ok and "changed while it was being written" in text and len(approver.asked) == 1
+    assert os.listdir(tmp_path / "evil") == [] and os.listdir(home / "moved") == []
+
+
+async def test_a_file_replaced_while_asking_is_not_overwritten(registry: ToolRegistry, ctx: ToolContext,
+                                                               tmp_path: Path) -> None:
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("v1")
+
+    class Replacing(ScriptedApprover):
+        async def decide(self, request: ApprovalRequest) -> ApprovalDecision:
+            os.replace(tmp_path / "v2.txt", target)  # another writer's atomic replace
+            return await super().decide(request)
+
+    (tmp_path / "v2.txt").write_text("v2")
+    ok, text = await call(registry, with_approver(ctx, Replacing(True)), "write_file", path=str(target),
+                          content="mine")
+    assert not ok and "changed" in text and target.read_text() == "v2"
