@@ -46,11 +46,15 @@ def _listing(settings: FilesSettings) -> str:
 
 def display_path(real: Path, settings: FilesSettings) -> str:
     """How a path is shown to the model, so it can be given back as is: relative to the first
-    root (where relative paths resolve) when inside it, else absolute."""
+    root (where relative paths resolve) when inside it, else absolute. A name that is not UTF-8
+    (bytes the system keeps as surrogates) is shown with U+FFFD: a lone surrogate in a tool
+    result would fail the model request's encoding later."""
     first = real_roots(settings.roots[:1])[0]
     if within(real, first):
-        return real.relative_to(first).as_posix() if real != first else "."
-    return str(real)
+        shown = real.relative_to(first).as_posix() if real != first else "."
+    else:
+        shown = str(real)
+    return os.fsencode(shown).decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)

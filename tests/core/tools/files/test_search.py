@@ -147,3 +147,20 @@ async def test_a_wide_root_does_not_open_ssh_or_hermes_home_to_a_search(home: Pa
     assert ok and "hermes/workspace/notes.txt" in text and ".env" not in text and "id_ed25519" not in text
     ok, text = await call(registry, ctx, "search_files", regex="KEY", path=str(ssh))
     assert not ok and "secrets" in text
+
+
+async def test_names_that_are_not_utf8_are_shown_safely(registry: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
+    with open(os.path.join(os.fsencode(ws), b"caf\xe9.txt"), "w") as f:
+        f.write("needle\n")
+    ok, text = await call(registry, ctx, "search_files", regex="needle")
+    assert ok and text.splitlines()[1] == "caf\ufffd.txt:1: needle"
+    text.encode("utf-8")  # no lone surrogate reaches the model request
+
+
+async def test_globstar_in_the_middle(registry: ToolRegistry, ctx: ToolContext, tree: Path) -> None:
+    ok, text = await call(registry, ctx, "search_files", pattern="src/**/*.py")
+    assert ok and text.splitlines()[1:] == ["src/app.py", "src/lib/util.py"]
+    ok, text = await call(registry, ctx, "search_files", pattern="src/**")
+    assert ok and text.splitlines()[1:] == ["src/app.py", "src/lib/notes.txt", "src/lib/util.py"]
+    ok, text = await call(registry, ctx, "search_files", pattern="s?c/lib/[nu]*.*")
+    assert ok and text.splitlines()[1:] == ["src/lib/notes.txt", "src/lib/util.py"]
