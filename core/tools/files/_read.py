@@ -103,8 +103,8 @@ def _numbered(f: io.BufferedReader, shown: str, size: int, offset: int, limit: i
     if not out:
         if stop == "scan":
             return (f"Stopped after reading {human_size(scanned)} of {shown} ({human_size(size)}) at line "
-                    f"{lineno:,}, before line {offset:,}: its lines are very long. Use search_files with a "
-                    "regex to find what you need in it.")
+                    f"{lineno:,}, before line {offset:,}: that is the most one call reads through (the lines "
+                    "are very long, or the offset far). Use search_files with a regex to find the lines you need.")
         return f"{shown} has {lineno:,} lines; offset {offset:,} is past its end."
     last = offset + len(out) - 1
     if stop == "limit":
@@ -114,8 +114,8 @@ def _numbered(f: io.BufferedReader, shown: str, size: int, offset: int, limit: i
                 f"one call returns; read on with offset={last + 1}]")
     elif stop == "scan":
         note = (f"[lines {offset:,}-{last:,} of {shown}; stopped after reading {human_size(scanned)} of its "
-                f"{human_size(size)}: its lines are very long. Read on with offset={last + 1}, or use "
-                "search_files with a regex]")
+                f"{human_size(size)}, the most one call reads through (its lines are very long). Use "
+                "search_files with a regex to find what you need]")
     else:
         note = f"[end of {shown}: {lineno:,} {'line' if lineno == 1 else 'lines'}]"
     return "".join(out) + note

@@ -30,8 +30,9 @@ class FilesSettings:
     default_read_lines: int = 2000
     #: a longer line is shown cut (read_file) or matched in its first part (search_files)
     max_line_chars: int = 2000
-    #: read_file reads at most this much of a file to reach a range (a line of gigabytes ends it)
-    max_scan_bytes: int = 64 * 2**20
+    #: read_file reads at most this much of a file to reach and show a range (a far offset in a
+    #: large log, or a line of gigabytes, ends there: a second or so of disk, never memory)
+    max_scan_bytes: int = 512 * 2**20
     #: write_file takes at most this much content
     max_write_bytes: int = 8 * 2**20
     #: patch loads files up to this size
