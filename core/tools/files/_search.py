@@ -24,6 +24,7 @@ import regex  # type: ignore[import-untyped]
 from ...media import SNIFF_BYTES, human_size
 from .._args import Args
 from .._base import ToolContext, ToolError
+from ..paths import in_system_folder
 from ._glob import Glob
 from ._guard import Protection, confine_read, display_path
 from ._io import is_binary, open_regular
@@ -82,10 +83,12 @@ def _walk(start: Path, glob: Glob | None, compiled: Any, found: _Found, deadline
     protection = Protection.of(settings)
     for folder, subfolders, names in os.walk(start, followlinks=False):
         base = Path(folder)
-        # A root that holds ~/.ssh or $HERMES_HOME does not open them to a search (keys, .env).
-        subfolders[:] = sorted(d for d in subfolders if d not in _SKIP_FOLDERS and protection.may_enter(base / d))
+        # A root that holds ~/.ssh or $HERMES_HOME does not open them to a search (keys, .env),
+        # nor does a root of "/" walk /proc, /sys and /dev.
+        subfolders[:] = sorted(d for d in subfolders if d not in _SKIP_FOLDERS and protection.may_enter(base / d)
+                               and not in_system_folder(base / d))
         secret_here = protection.folder_of(base) is not None
-        for name in sorted(names):
+        for name in ("", *sorted(names)):  # "": the folder itself counts as an entry too
             found.entries += 1
             if found.entries > settings.max_search_entries:
                 found.cut = "entries"
@@ -93,6 +96,8 @@ def _walk(start: Path, glob: Glob | None, compiled: Any, found: _Found, deadline
                 found.cut = "time"
             if found.cut:
                 return
+            if not name:
+                continue
             full = base / name
             if secret_here and protection.folder_of(full) is not None:
                 continue
@@ -114,9 +119,10 @@ def _consider(full: Path, relative: str, glob: Glob | None, compiled: Any, found
         return
     shown = display_path(full, settings)
     if compiled is None:
-        found.files.append(shown)
         if len(found.files) >= settings.max_search_files:
-            found.cut = "files"
+            found.cut = "files"  # one more than the cap exists: only now is it cut
+        else:
+            found.files.append(shown)
         return
     if st.st_size > settings.max_search_file_bytes:
         found.skipped_large += 1
@@ -154,13 +160,13 @@ def _grep(full: Path, st: os.stat_result, shown: str, compiled: Any, found: _Fou
                 return
             if hit is None:
                 continue
+            if len(found.matches) >= settings.max_search_matches:
+                found.cut = "matches"  # one more than the cap exists: only now is it cut
+                return
             shown_text = text if len(text) <= _SHOWN_CHARS else text[:_SHOWN_CHARS] + " …"
             found.matches.append(f"{shown}:{lineno}: {shown_text}")
             if shown not in found.files:
                 found.files.append(shown)
-            if len(found.matches) >= settings.max_search_matches:
-                found.cut = "matches"
-                return
 
 
 def _report(path: str, glob: Glob | None, compiled: Any, found: _Found, settings: FilesSettings) -> str:

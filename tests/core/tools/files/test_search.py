@@ -164,3 +164,21 @@ async def test_globstar_in_the_middle(registry: ToolRegistry, ctx: ToolContext, 
     assert ok and text.splitlines()[1:] == ["src/app.py", "src/lib/notes.txt", "src/lib/util.py"]
     ok, text = await call(registry, ctx, "search_files", pattern="s?c/lib/[nu]*.*")
     assert ok and text.splitlines()[1:] == ["src/lib/notes.txt", "src/lib/util.py"]
+
+
+async def test_exactly_the_cap_is_not_called_cut(home: Path, ws: Path, ctx: ToolContext) -> None:
+    registry = ToolRegistry(file_tools(FilesSettings.for_home(home, max_search_files=3, max_search_matches=3)))
+    for n in range(3):
+        (ws / f"f{n}.txt").write_text("hit\n")
+    ok, text = await call(registry, ctx, "search_files", pattern="*.txt")
+    assert ok and "Stopped" not in text and len(text.splitlines()) == 4
+    ok, text = await call(registry, ctx, "search_files", regex="hit")
+    assert ok and "Stopped" not in text and len(text.splitlines()) == 4
+
+
+async def test_many_empty_folders_count_against_the_entry_cap(home: Path, ws: Path, ctx: ToolContext) -> None:
+    registry = ToolRegistry(file_tools(FilesSettings.for_home(home, max_search_entries=20)))
+    for n in range(40):
+        os.makedirs(ws / f"d{n:02d}" / "inner")
+    ok, text = await call(registry, ctx, "search_files", pattern="*.py")
+    assert ok and "Stopped after looking at 20 entries" in text
