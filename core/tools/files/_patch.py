@@ -30,6 +30,7 @@ log = structlog.get_logger("hermes.tools.files")
 __all__ = ["patch_file"]
 
 _MAX_DIFF_LINES = 80
+_MAX_DIFF_SOURCE_LINES = 50_000
 _MAX_SHOWN_LINES = 10
 #: near-miss hints are skipped for files with more lines than this (difflib is quadratic-ish)
 _MAX_HINT_LINES = 20_000
@@ -52,11 +53,9 @@ async def patch_file(args: Mapping[str, Any], ctx: ToolContext, settings: FilesS
     # The change is worked out first: a person is asked only about a patch that applies.
     text, after, count = await asyncio.to_thread(_prepare, path, target, old, new, replace_all, settings)
     await approve_write(ctx, target, "patch", "patch")
-    await asyncio.to_thread(_commit, path, target, after.encode("utf-8"))
-    shown = display_path(target.real, settings)
+    shown, diff = await asyncio.to_thread(_commit, path, target, text, after, settings)
     log.info("tools.files.patched", path=str(target.real), replacements=count, session_id=ctx.session_id)
-    return json.dumps({"success": True, "path": shown, "replacements": count, "diff": _diff(text, after, shown)},
-                      ensure_ascii=False)
+    return json.dumps({"success": True, "path": shown, "replacements": count, "diff": diff}, ensure_ascii=False)
 
 
 def _load(path: str, target: WriteTarget, settings: FilesSettings) -> str:
@@ -104,6 +103,9 @@ def _near_misses(text: str, old: str) -> str:
 
 
 def _diff(before: str, after: str, name: str) -> str:
+    if before.count("\n") > _MAX_DIFF_SOURCE_LINES:
+        # difflib is quadratic at worst, in pure Python (holding the GIL): not for huge files
+        return f"(no diff for a file of more than {_MAX_DIFF_SOURCE_LINES:,} lines; read_file the changed lines)\n"
     diff = list(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                      fromfile=f"a/{name}", tofile=f"b/{name}", n=2))
     body = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
@@ -133,9 +135,12 @@ def _prepare(path: str, target: WriteTarget, old: str, new: str, replace_all: bo
     return text, after, len(found)
 
 
-def _commit(path: str, target: WriteTarget, data: bytes) -> None:
+def _commit(path: str, target: WriteTarget, text: str, after: str, settings: FilesSettings) -> tuple[str, str]:
+    """Write the patched text; how the file is shown, and the diff (difflib is CPU work: here, in the thread)."""
     _unchanged_since(target, path)
-    atomic_write(target.real, data, target.existing)
+    atomic_write(target.real, after.encode("utf-8"), target.existing)
+    shown = display_path(target.real, settings)
+    return shown, _diff(text, after, shown)
 
 
 def _unchanged_since(target: WriteTarget, path: str) -> None:

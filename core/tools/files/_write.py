@@ -12,7 +12,7 @@ import structlog
 from ...media import human_size
 from .._args import Args
 from .._base import ToolContext, ToolError
-from ._guard import confine_write, display_path
+from ._guard import WriteTarget, confine_write, display_path
 from ._io import atomic_write
 from ._settings import FilesSettings
 
@@ -32,9 +32,12 @@ async def write_file(args: Mapping[str, Any], ctx: ToolContext, settings: FilesS
         raise ToolError(f"'content' is {human_size(len(data))}; write_file takes at most "
                         f"{human_size(settings.max_write_bytes)}. Write it in parts or generate it with a tool.")
     target = await confine_write(ctx, settings, "write_file", "write", path)
-    created = await asyncio.to_thread(atomic_write, target.real, data, target.existing)
-    shown = display_path(target.real, settings)
+    created, shown = await asyncio.to_thread(_write, target, data, settings)
     log.info("tools.files.written", path=str(target.real), bytes=len(data), created=created,
              session_id=ctx.session_id)
     return json.dumps({"success": True, "path": shown, "bytes_written": len(data), "created": created},
                       ensure_ascii=False)
+
+
+def _write(target: WriteTarget, data: bytes, settings: FilesSettings) -> tuple[bool, str]:
+    return atomic_write(target.real, data, target.existing), display_path(target.real, settings)

@@ -106,3 +106,10 @@ async def test_a_patch_that_cannot_apply_asks_nobody(registry: ToolRegistry, ctx
     ok, text = await call(registry, with_approver(ctx, approver), "patch", path=str(tmp_path / "none.ini"),
                           old_string="a", new_string="b")
     assert not ok and "There is no file" in text and approver.asked == []
+
+
+async def test_a_huge_file_is_patched_without_a_diff(registry: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
+    (ws / "big.csv").write_text("".join(f"{n},row\n" for n in range(60_000)))
+    ok, text = await call(registry, ctx, "patch", path="big.csv", old_string="\n59999,row", new_string="\n59999,ROW")
+    assert ok and "no diff for a file of more than 50,000 lines" in json.loads(text)["diff"]
+    assert (ws / "big.csv").read_text().endswith("59999,ROW\n")
