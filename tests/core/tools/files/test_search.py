@@ -123,7 +123,7 @@ async def test_a_catastrophic_regex_ends_in_time_and_the_loop_keeps_running(
     ticker.cancel()
     assert ok and "Stopped after 1 s" in text and "backtracks" in text
     assert elapsed < 5
-    assert ticks > 30  # the event loop (and the GIL) stayed free while the regex ran
+    assert ticks > 10  # the event loop (and the GIL) stayed free while the regex ran (held: ~0)
 
 
 async def test_very_long_lines_are_searched_in_pieces(registry: ToolRegistry, ctx: ToolContext, ws: Path) -> None:
