@@ -7,6 +7,7 @@ from core import AgentRuntime
 from core.agent import Agent, TurnRequest
 from core.llm import ModelClient
 from gateway.daemon.settings import agent_settings
+from gateway.daemon.tools import tool_registry
 from gateway.routing.services import Services
 from gateway.routing.session_index import rebind_in_transaction
 
@@ -26,7 +27,7 @@ class DefaultAgents:
             # The chat's key moves in the same transaction as a compression split.
             self._runtime = AgentRuntime(
                 services.store, self._client, agent_settings(services.config), home=services.config.home,
-                rebind_op=rebind_in_transaction,
+                registry=tool_registry(services.config), rebind_op=rebind_in_transaction,
             )
         return self._runtime
 
