@@ -25,7 +25,7 @@ _INIT_NAMES = frozenset({"init", "systemd", "1"})
 _MODE_777 = frozenset({"777", "0777", "a+rwx", "a=rwx", "ugo+rwx", "ugo=rwx"})
 _SYSTEM_DIRS = frozenset({"/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/proc",
                           "/root", "/sbin", "/srv", "/sys", "/usr", "/var"})
-_DISK = re.compile(r"/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|loop|md|dm-|mapper/|disk/)")
+_DISK = re.compile(r"/dev/(?:sd|hd|vd|xvd|nvme|mmcblk|loop|md|dm-|mapper/|disk)")
 #: commands whose non-option arguments are all files they write
 _WRITES_ALL = frozenset({"tee", "touch", "truncate", "mkdir"})
 #: commands whose last argument (or ``-t DIR``) is where they write
@@ -45,6 +45,7 @@ class Checker:
             "rm": self._rm, "find": self._find, "dd": self._dd, "chmod": self._chmod, "chown": self._chmod,
             "chgrp": self._chmod, "git": self._git, "kill": self._kill, "pkill": self._pkill,
             "killall": self._pkill, "init": self._init, "telinit": self._init, "systemctl": self._systemctl,
+            "loginctl": self._systemctl,
         }
 
     def check(self, text: str, base: str | None = None, depth: int = 0) -> str | None:
@@ -86,7 +87,7 @@ class Checker:
             return "shuts down or reboots the machine"
         if name == "killall5":
             return "kills init or every process"
-        if reason := self._interpreter(name, args, command, before):
+        if reason := self._interpreter(name, args, command, before, base, depth):
             return reason
         if name in SHELLS:
             code = _dash_c(args)
@@ -100,15 +101,29 @@ class Checker:
         rule = self._rules.get(name)
         return None if rule is None else rule(name, args, base, via_xargs)
 
-    def _interpreter(self, name: str, args: list[str], command: SimpleCommand, before: Pipeline) -> str | None:
-        """A download piped into an interpreter, or handed to one as ``<(…)``/``$(…)``."""
-        is_interpreter = reads_script_from_stdin(name, args) is not None
-        if before and reads_script_from_stdin(name, args):
-            for earlier in before:
-                earlier_words, _ = strip_prefixes([w.text for w in earlier.words])
-                if earlier_words and downloads(os.path.basename(earlier_words[0])):
-                    return DOWNLOAD_SCRIPT
-        if is_interpreter or name in ("eval", "source", "."):
+    def _interpreter(self, name: str, args: list[str], command: SimpleCommand, before: Pipeline,
+                     base: str | None, depth: int) -> str | None:
+        """What an interpreter reads as its program: a download piped or handed to it (``<(…)``,
+        ``$(…)``), or, for a shell, text piped, here-document or here-string."""
+        stdin_script = reads_script_from_stdin(name, args)
+        if before and stdin_script:
+            earlier = [strip_prefixes([w.text for w in c.words])[0] for c in before]
+            if any(words and downloads(os.path.basename(words[0])) for words in earlier):
+                return DOWNLOAD_SCRIPT
+            if name in SHELLS:
+                last = earlier[-1]
+                if last and os.path.basename(last[0]) in ("echo", "printf"):
+                    texts = [a for a in last[1:] if not a.startswith("-")]
+                    return next(filter(None, (self.check(t, base, depth + 1) for t in [*texts, " ".join(texts)])),
+                                None)
+                return "runs a script from a pipe, which cannot be checked"
+        if stdin_script and name in SHELLS:
+            for redirect in command.redirects:
+                script = redirect.target.heredoc if redirect.op in ("<<", "<<-") else (
+                    redirect.target.text if redirect.op == "<<<" else None)
+                if script is not None and (reason := self.check(script, base, depth + 1)):
+                    return reason
+        if stdin_script is not None or name in ("eval", "source", "."):
             for word in command.words[1:]:
                 if any(re.search(r"\b(?:curl|wget|fetch|aria2c)\b", inner) for inner in word.subs):
                     return DOWNLOAD_SCRIPT

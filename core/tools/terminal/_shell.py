@@ -33,6 +33,8 @@ class Word:
 
     text: str
     subs: list[str] = field(default_factory=list)
+    #: for the delimiter of a here-document: the document's text (the input of its command)
+    heredoc: str | None = None
 
 
 @dataclass
@@ -104,7 +106,7 @@ class _Lexer:
         self._subs: list[str] = []
         self._in_word = False
         #: here-documents whose bodies start at the next newline: (delimiter, strip tabs)
-        self._heredocs: list[tuple[str, bool]] = []
+        self._heredocs: list[tuple[Word, bool]] = []
         self._heredoc_op: str | None = None
 
     def tokens(self) -> list[tuple[str, Word | str]]:
@@ -170,7 +172,7 @@ class _Lexer:
         word = Word("".join(self._buf), self._subs)
         self._buf, self._subs, self._in_word = [], [], False
         if self._heredoc_op is not None:
-            self._heredocs.append((word.text, self._heredoc_op == "<<-"))
+            self._heredocs.append((word, self._heredoc_op == "<<-"))
             self._heredoc_op = None
         self._out.append(("word", word))
 
@@ -260,13 +262,17 @@ class _Lexer:
         raise Unparsable("an unbalanced parenthesis")
 
     def _skip_heredoc_bodies(self) -> None:
-        """Here-document bodies are input for a command, not commands: skip past their delimiters."""
+        """Here-document bodies are input for a command, not commands: kept on their delimiter word
+        (a shell reading one runs it: the checker reads it then), skipped by the lexer."""
         s = self._s
-        for delimiter, strip_tabs in self._heredocs:
+        for word, strip_tabs in self._heredocs:
+            lines: list[str] = []
             while self._i < len(s):
                 end = s.find("\n", self._i)
                 line = s[self._i:] if end < 0 else s[self._i:end]
                 self._i = len(s) if end < 0 else end + 1
-                if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+                if (line.lstrip("\t") if strip_tabs else line) == word.text:
                     break
+                lines.append(line)
+            word.heredoc = "\n".join(lines)
         self._heredocs.clear()

