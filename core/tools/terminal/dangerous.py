@@ -20,15 +20,19 @@ be checked                              ``$HOME``/``$HERMES_HOME``/``$PWD``, a `
 runs a command as another user          ``sudo``, ``doas``, ``su``, ``pkexec``, ``run0``
 formats a filesystem                    ``mkfs``, ``mkfs.*``, ``mke2fs``, ``mkswap``, ``wipefs``
 writes to a disk device                 ``dd of=/dev/…``, ``> /dev/sd*`` (and nvme, vd, xvd, hd, mmcblk,
-                                        loop, md, dm-, mapper/, disk/), ``cp``/``tee`` onto one
+                                        loop, md, dm-, mapper/, disk), ``cp``/``tee`` onto one
 chmod -R 777 / permissions of /         ``chmod -R 777`` (or ``a+rwx``); ``chmod``/``chown``/``chgrp``
                                         of ``/`` or, recursively, of a top-level system folder
 runs a script downloaded from the       ``curl|wget … | sh`` (bash, zsh, python, perl, ruby, node …
 internet                                reading the script from the pipe), ``sh <(curl …)``,
                                         ``bash -c "$(curl …)"``, ``eval "$(wget …)"``, ``source <(…)``
+runs a script from a pipe, which        anything but ``echo``/``printf`` piped into a shell that reads
+cannot be checked                       its script from stdin (``… | base64 -d | sh``); what ``echo``,
+                                        a here-document or a here-string hands a shell is checked as
+                                        a command of its own (``bash <<< 'rm -rf ~'``)
 force-push                              ``git push --force``/``-f``/``--force-with-lease``/``+ref``
 shuts down or reboots the machine       ``shutdown``, ``reboot``, ``halt``, ``poweroff``, ``init 0|1|6``,
-                                        ``systemctl poweroff|reboot|halt|kexec|rescue|emergency``
+                                        ``systemctl``/``loginctl`` ``poweroff|reboot|halt|kexec|…``
 kills init or every process             ``kill 1``, ``kill -9 1``, ``kill -9 -1``, ``pkill``/``killall``
                                         of ``init`` or ``systemd``, ``killall5``
 writes into ~/.ssh                      a redirection (``>``, ``>>``, ``&>``), ``tee``, ``cp``, ``mv``,

@@ -193,6 +193,7 @@ DANGEROUS: list[tuple[str, str]] = [
     ("f() { f | f & }; f", BOMB),
     ("function boom { boom|boom & }; boom", BOMB),
     ("perl -e 'fork while fork'", BOMB),
+    ('python3 -c "import os\nwhile True: os.fork()"', BOMB),
     ("bash -c ':(){ :|:& };:'", BOMB),
     # what cannot be read is asked about
     ('echo "unbalanced', UNPARSABLE),
