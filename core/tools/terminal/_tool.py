@@ -85,7 +85,7 @@ async def _terminal(args: Mapping[str, Any], ctx: ToolContext, settings: Termina
     except OSError as exc:
         raise ToolError(f"The command could not be started ({exc.strerror or exc}).") from None
     log.info("terminal.done", returncode=result.returncode, timed_out=result.timed_out_after is not None,
-             output_bytes=result.capture.total, seconds=round(result.seconds, 3))
+             output_bytes=result.capture.total, seconds=round(result.seconds, 3), session_id=ctx.session_id)
     return _report(result, settings)
 
 
