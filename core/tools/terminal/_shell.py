@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 _OPERATORS = ("&&", "||", "|&", ";;", "|", ";", "&", "(", ")")
 #: longest first, so ">>" is not read as ">" twice
 _REDIRECTS = ("&>>", "&>", ">>", ">|", ">&", "<<<", "<<-", "<<", "<>", "<&", ">", "<")
+#: the characters that may start something other than a plain word character
+_SPECIAL = frozenset(" \t\r\n#\\'\"$`<>|&;()")
 #: redirections that write to their target
 WRITE_REDIRECTS = frozenset({"&>>", "&>", ">>", ">|", ">", "<>", ">&"})
 
@@ -113,7 +115,10 @@ class _Lexer:
         s = self._s
         while self._i < len(s):
             c = s[self._i]
-            if c in " \t\r":
+            if c not in _SPECIAL:  # most characters: one set lookup, not a dozen startswith calls
+                self._add(c)
+                self._i += 1
+            elif c in " \t\r":
                 self._flush()
                 self._i += 1
             elif c == "\n":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 from collections.abc import Mapping
@@ -23,6 +24,8 @@ __all__ = ["terminal_tool"]
 
 #: a command longer than this is no command a person could check
 _MAX_COMMAND_CHARS = 20_000
+#: shorter commands are checked on the event loop (~0.1 ms per 100 characters); longer ones in a thread
+_CHECK_INLINE_CHARS = 2_000
 
 _DESCRIPTION = (
     "Run a shell command (bash) in your workspace folder and get its exit code and output (stdout and "
@@ -65,7 +68,10 @@ async def _terminal(args: Mapping[str, Any], ctx: ToolContext, settings: Termina
     if "\x00" in command:
         raise ToolError("'command' contains a NUL character.")
     timeout = _timeout(args.get("timeout"), settings.timeout)
-    reason = classify(command, workspace=settings.cwd, home=settings.home)
+    if len(command) < _CHECK_INLINE_CHARS:
+        reason = classify(command, workspace=settings.cwd, home=settings.home)
+    else:  # a long command takes milliseconds to read: not on the event loop
+        reason = await asyncio.to_thread(classify, command, workspace=settings.cwd, home=settings.home)
     if reason is not None:
         log.info("terminal.approval_needed", reason=reason, command=command[:200], session_id=ctx.session_id)
         await require_approval(ctx, ApprovalRequest(tool="terminal", action=command, reason=reason,

@@ -10,6 +10,7 @@ _SCRIPTING = re.compile(r"(?:python[0-9.]*|pypy[0-9.]*|perl|ruby|node|nodejs|php
 #: options with which an interpreter takes its code from an argument, not from stdin
 _CODE_OPTIONS = frozenset({"-c", "-m", "-e", "-E", "-r", "-p", "--eval", "--print", "--command"})
 _DOWNLOADERS = frozenset({"curl", "wget", "fetch", "aria2c", "http", "https", "xh", "lwp-request", "GET"})
+_PATH_MAX = 4096
 _VARIABLE = re.compile(r"\$\{?(HOME|HERMES_HOME|PWD)\b\}?")
 _ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\[[^]]*\])?\+?=.*", re.DOTALL)
 
@@ -100,6 +101,8 @@ def expand(text: str, *, base: str | None, home: str, user_home: str) -> str | N
     ``~``, ``$HOME``, ``$HERMES_HOME`` and ``$PWD`` are expanded; any other variable or a
     ``$(…)`` makes it unknown. A glob names the folder its first wildcard is in.
     """
+    if len(text) > _PATH_MAX:
+        return None  # no such path can exist, and resolving it would cost time quadratic in its length
     if text == "~" or text.startswith("~/"):
         text = user_home + text[1:]
     elif text.startswith("~"):

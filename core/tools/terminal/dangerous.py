@@ -85,9 +85,12 @@ def _real(path: Path) -> str:
 
 
 #: ``name(){ … }`` and ``function name { … }``
+#: (a name starts after a separator and is matched possessively: a long word costs one pass, not
+#: one per character)
 _FUNCTION = re.compile(
-    r"(?:function\s+(?P<n1>[^\s(){}|&;'\"]+)\s*(?:\(\s*\))?|(?P<n2>[^\s(){}|&;<>'\"]+)\s*\(\s*\))"
-    r"\s*\{(?P<body>[^{}]*)\}")
+    r"(?:\bfunction\s+(?P<n1>[^\s(){}|&;'\"]++)\s*(?:\(\s*\))?"
+    r"|(?<![^\s;&|(){}'\"`])(?P<n2>[^\s(){}|&;<>'\"]++)\s*\(\s*\))"
+    r"\s*\{(?P<body>[^{}]*+)\}")
 _FORK_LOOPS: Sequence[re.Pattern[str]] = (
     re.compile(r"\bfork\s+while\s+fork\b"),
     re.compile(r"\bwhile\s*\(?\s*(?:1|true|True)\s*\)?\s*[:{]?\s*(?:os\.)?fork\s*\("),

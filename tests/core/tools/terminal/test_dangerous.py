@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -314,3 +315,13 @@ def test_a_workspace_given_with_a_symlink_or_tilde_is_the_same_workspace(tmp_pat
 def test_nesting_deeper_than_five_is_asked_about(dirs: tuple[Path, Path, Path]) -> None:
     assert _classify("echo $(echo $(echo $(ls)))", dirs) is None
     assert _classify("echo $(echo $(echo $(echo $(echo $(echo $(ls))))))", dirs) == UNPARSABLE
+
+
+@pytest.mark.parametrize("command", [
+    "a" * 20_000, '"' + "a" * 19_990 + '"', "echo " + "x " * 9_000, "rm -rf " + "a/" * 9_000,
+    "f(){ " + "x" * 19_000 + " }", "ls " * 5_000 + "| sh",
+])
+def test_long_hostile_commands_are_read_in_linear_time(command: str, dirs: tuple[Path, Path, Path]) -> None:
+    started = time.perf_counter()
+    _classify(command, dirs)
+    assert time.perf_counter() - started < 1.0  # a quadratic regex or path walk took 2-9 s here
