@@ -6,6 +6,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.tools.terminal import classify
 from core.tools.terminal.dangerous import UNPARSABLE
@@ -325,3 +327,14 @@ def test_long_hostile_commands_are_read_in_linear_time(command: str, dirs: tuple
     started = time.perf_counter()
     _classify(command, dirs)
     assert time.perf_counter() - started < 1.0  # a quadratic regex or path walk took 2-9 s here
+
+
+_PIECES = [*"rm -f/~.$(){}`'\"\\|&;<>\n\t#*?[]=:", "sudo", "bash -c ", "<<EOF\n", "EOF", "$(", "<(", "f(){ "]
+_SHELLISH = st.lists(st.sampled_from(_PIECES), max_size=60).map("".join)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(command=_SHELLISH)
+def test_classify_never_raises(command: str, dirs: tuple[Path, Path, Path]) -> None:
+    result = _classify(command, dirs)
+    assert result is None or (isinstance(result, str) and result)
