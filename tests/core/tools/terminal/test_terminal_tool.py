@@ -164,6 +164,14 @@ async def test_background_children_end_with_the_command(settings: TerminalSettin
     assert len(pids) == 2 and await _all_gone(pids)
 
 
+async def test_many_children_and_grandchildren_all_end(settings: TerminalSettings, store: StateStore) -> None:
+    out = await _run(settings, store, "for i in $(seq 20); do sleep 300 & done; "
+                                      "(sleep 300 & echo pid=$!; wait) & sleep 0.2; jobs -p | sed 's/^/pid=/'")
+    pids = _pids(out.content)
+    assert out.content.startswith("exit code 0") and len(pids) == 22
+    assert await _all_gone(pids)
+
+
 async def test_a_process_that_leaves_the_group_is_not_contained_but_does_not_hold_the_call(
         settings: TerminalSettings, store: StateStore) -> None:
     # Documented limit: setsid (or a daemon's double fork) escapes the group. The call still returns.
