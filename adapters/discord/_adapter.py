@@ -9,7 +9,8 @@ the work is done by its parts:
 - ``_outbound``: replies, typing and threads out;
 - ``_stream`` and ``_ratelimit``: an answer shown while it is written, and the rate limits it meets;
 - ``_media``: a message's attachments, fetched from Discord's CDN only (``fetch``);
-- ``_upload``: files out, as messages with attachments (``send_files``).
+- ``_upload``: files out, as messages with attachments (``send_files``);
+- ``_approvals``: approval questions with buttons, and their presses back as commands.
 
 **Fatal failures** (``FatalAdapterError``, never a reconnect loop): a token
 Discord refuses (401 at login, close 4004), close 4014 (the privileged Message
@@ -32,6 +33,7 @@ import structlog
 
 from .._health import Health
 from .._http_fetch import HttpFetcher, allowed_origins
+from ..approvals import ApprovalPrompt
 from ..base import (
     Adapter,
     AdapterError,
@@ -43,6 +45,7 @@ from ..base import (
 )
 from ..media import Attachment, OutboundFile
 from ..settings import reveal
+from ._approvals import ApprovalButtons
 from ._client import ClientEvents, DiscordClient, make_client
 from ._inbound import PLATFORM
 from ._intake import MessageIntake
@@ -95,8 +98,10 @@ class DiscordAdapter(Adapter):
         self._client: DiscordClient | None = None
         self._stopping = False
         self._events = ClientEvents(connected=self._on_connect, ready=self._on_ready, resumed=self._on_resumed,
-                                    disconnected=self._on_disconnect, message=self._on_message)
+                                    disconnected=self._on_disconnect, message=self._on_message,
+                                    interaction=self._on_interaction)
         self._sender = Sender(settings, lambda: self._client)
+        self._approvals = ApprovalButtons(self._sender, self.dispatch)
         self._intake = MessageIntake(settings, lambda: self._client, self.dispatch, self._sender.expect_thread)
         self._watchdog = HeartbeatWatchdog(settings, self.ready, self._health)
         self._windows = RateWindows()
@@ -176,6 +181,8 @@ class DiscordAdapter(Adapter):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.close(), STOP_WAIT)
         await self._intake.stop(STOP_WAIT)
+        if self._approvals.pending:
+            await asyncio.wait(self._approvals.pending, timeout=STOP_WAIT)
         await self._files.close()
         if self.health != "failed":
             self._health.set("degraded", "stopped")
@@ -214,6 +221,9 @@ class DiscordAdapter(Adapter):
     def _on_message(self, message: discord.Message) -> None:
         self._intake.take(message)
 
+    def _on_interaction(self, data: object) -> None:
+        self._approvals.take(data, self._client)
+
     # ------------------------------------------------------------------ media
 
     async def fetch(self, attachment: Attachment, *, limit: int) -> AsyncIterator[bytes]:
@@ -234,6 +244,16 @@ class DiscordAdapter(Adapter):
 
     async def send(self, message: OutboundMessage) -> SendResult:
         return await self._sender.send(message)
+
+    async def send_approval(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str | None:
+        """The question in ``target``'s channel or thread with three buttons (success, secondary, danger;
+        ``custom_id`` = ``approval_data``); the question message's id. A press comes back as the typed
+        command from the presser (``_approvals``)."""
+        return await self._approvals.send(target, prompt)
+
+    async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
+        """The question edited to ``outcome``, its buttons removed (a deleted question: nothing to do)."""
+        await self._approvals.settle(target, message_id, outcome)
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self._sender.send_typing(chat_id, thread_id)

@@ -43,6 +43,8 @@ class ClientEvents:
     resumed: Callable[[], Awaitable[None]]
     disconnected: Callable[[], None]
     message: Callable[[discord.Message], None]
+    #: a raw ``INTERACTION_CREATE`` payload (button presses), before discord.py parses it
+    interaction: Callable[[Any], None] | None = None
 
 
 def _guard_parsers(client: discord.Client) -> None:
@@ -69,6 +71,29 @@ def _guard_parsers(client: discord.Client) -> None:
                             error=type(exc).__name__)
 
         parsers[event] = guarded
+
+
+def _hook_interactions(client: discord.Client, hook: Callable[[Any], None]) -> None:
+    """Hand every ``INTERACTION_CREATE`` payload to ``hook`` as it arrives, then to discord.py's own parser.
+
+    The raw payload is all a press needs (its ``custom_id`` says everything), and reading it here
+    does not depend on discord.py's ``Interaction`` model accepting it.
+    """
+    parsers: dict[str, Any] | None = getattr(getattr(client, "_connection", None), "parsers", None)
+    if not isinstance(parsers, dict):  # pragma: no cover - a discord.py without the table
+        log.warning("discord.interactions_unhooked")
+        return
+    original = parsers.get("INTERACTION_CREATE")
+
+    def parse(data: Any) -> None:
+        try:
+            hook(data)
+        except Exception as exc:
+            log.warning("discord.interaction_failed", error=type(exc).__name__)
+        if original is not None:
+            original(data)
+
+    parsers["INTERACTION_CREATE"] = parse
 
 
 class _NoVoiceNoise(logging.Filter):
@@ -137,4 +162,6 @@ def make_client(settings: DiscordSettings, events: ClientEvents, trace: aiohttp.
         allowed_mentions=discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=True),
     )
     _guard_parsers(client)
+    if events.interaction is not None:
+        _hook_interactions(client, events.interaction)
     return client

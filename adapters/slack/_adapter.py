@@ -8,7 +8,8 @@ This module connects and disconnects; the work is done by its parts:
 - ``_outbound`` and ``_mrkdwn``: replies out as mrkdwn, with "thinking" placeholders;
 - ``_stream``: an answer shown while it is written (chat streaming, else post and edit);
 - ``_files``: a message's files, fetched from files.slack.com with the bot token (``fetch``);
-- ``_upload``: files out, shared in the answer's thread (``send_files``).
+- ``_upload``: files out, shared in the answer's thread (``send_files``);
+- ``_approvals``: approval questions with Block Kit buttons, and their presses back as commands.
 
 ``health`` is "starting", "live", "degraded" (the socket went silent, a
 connection failed) or "failed" (a token Slack refuses); ``health_log`` keeps the
@@ -32,6 +33,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from .._health import Health
 from .._http_fetch import HttpFetcher, allowed_origins
 from .._split import split_text
+from ..approvals import ApprovalPrompt
 from ..base import (
     Adapter,
     AdapterError,
@@ -45,6 +47,7 @@ from ..base import (
 )
 from ..media import Attachment, OutboundFile
 from ..settings import reveal
+from ._approvals import ApprovalButtons
 from ._files import FILE_HOSTS, refuse_login_page
 from ._http import EventsEndpoint
 from ._inbound import PLATFORM
@@ -91,8 +94,9 @@ class SlackAdapter(Adapter):
         self._sender = Sender(settings, lambda: self._client)
         self._intake = EventIntake(settings, self.dispatch, in_bot_thread=self._sender.in_bot_thread,
                                    accepted=self._sender.start_placeholder)
-        self._socket = SocketMode(settings, self.ready, self._stopping, self._health)
-        self._events = EventsEndpoint(settings, lambda: self._app, self.ready)
+        self._socket = SocketMode(settings, self.ready, self._stopping, self._health, self._intake.take_interactive)
+        self._events = EventsEndpoint(settings, lambda: self._app, self.ready, self._intake.take_interactive)
+        self._approvals = ApprovalButtons(lambda: self._client)
         self._files = HttpFetcher("Slack", allowed_origins(settings.api_base_url, *FILE_HOSTS),
                                   secret_headers=lambda: {"Authorization": f"Bearer {reveal(settings.bot_token)}"},
                                   check=refuse_login_page)
@@ -210,6 +214,15 @@ class SlackAdapter(Adapter):
 
     async def send(self, message: OutboundMessage) -> SendResult:
         return await self._sender.send(message)
+
+    async def send_approval(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str | None:
+        """The question in ``target``'s channel and thread with three Block Kit buttons; its ts. A press
+        comes back as the typed command from the presser (``_approvals``)."""
+        return await self._approvals.send(target, prompt)
+
+    async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
+        """The question (ts ``message_id``) shows ``outcome`` and no buttons (a deleted one: nothing to do)."""
+        await self._approvals.settle(target, message_id, outcome)
 
     async def dispatch(self, message: InboundMessage) -> Disposition:
         self._sender.note_author(message)  # a streamed answer names its recipient

@@ -3,7 +3,9 @@
 The request signature is checked (slack_sdk's ``SignatureVerifier``) before
 anything is parsed: a missing, wrong or stale (> 5 min) one is 401 and nothing
 is dispatched. A signed request that Bolt cannot take is acknowledged (200) and
-logged, or Slack would send it again and again.
+logged, or Slack would send it again and again. Interactive payloads (a form
+field ``payload``: button presses; the app's Interactivity Request URL is this
+same path) never reach Bolt: they are handed to ``interactive`` and answered 200.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qsl
 
 import structlog
@@ -46,9 +49,12 @@ def _signed(verifier: SignatureVerifier | None, body: bytes, stamp: str, signatu
 
 
 class EventsEndpoint:
-    def __init__(self, settings: SlackSettings, app: Callable[[], AsyncApp | None], ready: asyncio.Event) -> None:
-        """``app()`` is the current connection's Bolt app (None before the first connect)."""
+    def __init__(self, settings: SlackSettings, app: Callable[[], AsyncApp | None], ready: asyncio.Event,
+                 interactive: Callable[[Any], None]) -> None:
+        """``app()`` is the current connection's Bolt app (None before the first connect);
+        ``interactive(payload)`` takes an interactive payload (the 200 follows at once)."""
         self._settings = settings
+        self._interactive = interactive
         self._app = app
         self._ready = ready
         secret = reveal(settings.signing_secret)
@@ -70,8 +76,13 @@ class EventsEndpoint:
             body = raw.decode("utf-8")
             if request.content_type == "application/json":
                 usable = well_formed(json.loads(body))
-            else:  # slash commands are form posts
-                usable = command_well_formed(dict(parse_qsl(body, keep_blank_values=True)))
+            else:  # slash commands and interactive payloads are form posts
+                form = dict(parse_qsl(body, keep_blank_values=True))
+                if "payload" in form:
+                    # The 200 is the acknowledgement Slack waits 3 s for; the router is not waited for.
+                    self._interactive(json.loads(form["payload"]))
+                    return web.Response(status=200)
+                usable = command_well_formed(form)
         except ValueError:  # UnicodeDecodeError included
             usable = False
         if not usable:

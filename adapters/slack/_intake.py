@@ -27,6 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from .._dispatch import ChatOrderedDispatch
 from ..base import Disposition, InboundMessage, MessageHandler
 from ..settings import reveal
+from ._approvals import ACTION_PREFIX, action_to_inbound
 from ._bounded import Bounded
 from ._inbound import PLATFORM, BotIdentity, command_to_inbound, to_inbound
 from ._settings import SlackSettings
@@ -115,6 +116,22 @@ class EventIntake:
             return
         self._dispatches.schedule(message)
 
+    def take_interactive(self, payload: Any) -> None:
+        """An ``interactive`` payload its transport has acknowledged already: a press of one of our
+        approval buttons goes to the router, in order with its chat's messages; anything else is dropped."""
+        try:
+            message = action_to_inbound(payload)
+        except Exception as exc:  # an odd payload costs this press only
+            log.warning("slack.interaction_malformed", error=type(exc).__name__)
+            return
+        if message is None:
+            kind = payload.get("type") if isinstance(payload, dict) else None
+            log.info("slack.interaction_ignored", payload_type=str(kind)[:40])
+            return
+        self._dispatches.schedule(message)
+
     def _after_dispatch(self, message: InboundMessage, disposition: Disposition) -> None:
+        if message.dedupe_id is not None and message.dedupe_id.startswith(ACTION_PREFIX):
+            return  # a press: the settled question answers it, a "thinking" placeholder never would
         if disposition is Disposition.ACCEPTED and self._settings.thinking_placeholder:
             self._accepted(message)

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -42,9 +43,17 @@ RECONNECT_FAILURES = 3
 
 
 class _SocketHandler(AsyncSocketModeHandler):
-    """Bolt's Socket Mode handler, with envelopes Bolt cannot take acknowledged and dropped."""
+    """Bolt's Socket Mode handler, with envelopes Bolt cannot take acknowledged and dropped, and
+    ``interactive`` ones (button presses) acknowledged, then given to ``interactive``."""
+
+    interactive: Callable[[Any], None] = staticmethod(lambda payload: None)
 
     async def handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
+        if req.type == "interactive":
+            # Acknowledged before anything else: Slack shows the user an error after 3 s without it.
+            await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+            self.interactive(req.payload)
+            return
         start = time.time()
         response: BoltResponse | None = None
         if (req.type == "events_api" and well_formed(req.payload)) or (
@@ -71,8 +80,11 @@ async def _socket_alive(sm: Any) -> bool:
 
 
 class SocketMode:
-    def __init__(self, settings: SlackSettings, ready: asyncio.Event, stopping: asyncio.Event, health: Health) -> None:
+    def __init__(self, settings: SlackSettings, ready: asyncio.Event, stopping: asyncio.Event, health: Health,
+                 interactive: Callable[[Any], None]) -> None:
+        """``interactive(payload)``: an ``interactive`` envelope's payload, acknowledged already."""
         self._settings = settings
+        self._interactive = interactive
         self._ready = ready
         self._stopping = stopping
         self._health = health
@@ -86,6 +98,7 @@ class SocketMode:
         handler = _SocketHandler(
             app, app_token=reveal(s.app_token), logger=logging.getLogger("hermes.slack.socket"), ping_interval=s.ping_interval
         )
+        handler.interactive = self._interactive
         sm = handler.client
         # One owner of reconnection (the watchdog below); the SDK's own would race it.
         sm.default_auto_reconnect_enabled = False

@@ -115,4 +115,6 @@ def _suffix(name: str | None) -> str:
 
 
 def _safe_ext(ext: str) -> str:
+    # lower case: filetype names compress(1) data "Z", and stored names use one case only
+    ext = ext.lower()
     return ext if ext.isascii() and ext.isalnum() and len(ext) <= 10 else ""

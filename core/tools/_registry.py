@@ -65,8 +65,8 @@ class GroupToolPolicy:
         """Why ``tool`` is off in a chat of ``chat_type`` (None: it is not)."""
         if chat_type not in GROUP_CHAT_TYPES:
             return None
-        if tool.toolset == "terminal" and not self.terminal:
-            return "terminal"
+        if tool.toolset == "terminal":  # the terminal writes too, but has its own switch
+            return None if self.terminal else "terminal"
         if "writes" in tool.tags and not self.file_writes:
             return "file_writes"
         return None
@@ -83,9 +83,11 @@ class ToolOutcome:
 class ToolRegistry:
     """Tools by name; a filtered view per platform via ``for_platform``."""
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    def __init__(self, tools: Iterable[Tool] = (), *, max_result_chars: int | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        #: ``agent.max_tool_result_kb``: no result is longer, whatever its tool allows (None: the tool's own)
+        self.max_result_chars = max_result_chars
         for tool in tools:
             self.register(tool)
 
@@ -123,7 +125,7 @@ class ToolRegistry:
                      groups: GroupToolPolicy | None = None) -> ToolRegistry:
         """A registry holding only the tools on offer: toolset allowed by ``policy``, not off in
         this kind of chat (``groups``, when ``chat_type`` is a group's), not ``unavailable``."""
-        view = ToolRegistry()
+        view = ToolRegistry(max_result_chars=self.max_result_chars)
         for tool in self._tools.values():
             if tool.unavailable is not None:
                 continue
@@ -137,7 +139,7 @@ class ToolRegistry:
     def merged(self, tools: Iterable[Tool]) -> tuple[ToolRegistry, list[str]]:
         """This registry plus ``tools`` (schemas checked as in ``register``); the names left out
         because a tool of that name is here already, or because its schema is invalid."""
-        view = ToolRegistry()
+        view = ToolRegistry(max_result_chars=self.max_result_chars)
         view._tools, view._validators = dict(self._tools), dict(self._validators)
         skipped: list[str] = []
         for tool in tools:
@@ -153,7 +155,7 @@ class ToolRegistry:
     def only(self, names: Iterable[str]) -> ToolRegistry:
         """A registry holding just the named tools that exist here."""
         wanted = set(names)
-        view = ToolRegistry()
+        view = ToolRegistry(max_result_chars=self.max_result_chars)
         for name, tool in self._tools.items():
             if name in wanted:
                 view._tools[name] = tool
@@ -173,6 +175,8 @@ class ToolRegistry:
         if isinstance(args, str):
             return ToolOutcome(f"Error: the arguments for {name} are not a JSON object ({args}). "
                                "Send the arguments as a JSON object matching the tool's schema.", False)
+        limit = tool.max_result_chars if self.max_result_chars is None else min(tool.max_result_chars,
+                                                                                  self.max_result_chars)
         problems = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.absolute_path))
         if problems:
             described = "; ".join(_describe(p) for p in problems[:5])
@@ -182,7 +186,7 @@ class ToolRegistry:
         except asyncio.CancelledError:
             raise
         except ToolError as exc:
-            return ToolOutcome(_truncate(f"Error: {exc}", tool.max_result_chars), False)
+            return ToolOutcome(_truncate(f"Error: {exc}", limit), False)
         except Exception as exc:
             # A bug in a tool must not end the turn; the model hears that it failed, the log gets the trace.
             log.exception("tool.crashed", tool=name)
@@ -190,7 +194,7 @@ class ToolRegistry:
                                "Try different arguments or another approach.", False)
         if not isinstance(result, str):
             result = json.dumps(result, ensure_ascii=False, default=str)
-        return ToolOutcome(_truncate(result, tool.max_result_chars), True)
+        return ToolOutcome(_truncate(result, limit), True)
 
 
 def _decode(arguments: str | Mapping[str, Any] | None) -> dict[str, Any] | str:

@@ -1,9 +1,9 @@
 """The ``send_file`` tool: a file (or bytes the agent made) goes to the person with the answer.
 
-A path is confined to ``ToolContext.file_roots``: it is resolved with every
-symlink followed, and the result must be a regular file inside one of the
-roots, so ``..``, an absolute path elsewhere and a symlink that leads out are
-all refused. What the file is called for the person is ``name`` (or the file's
+A path is confined to ``ToolContext.file_roots`` by ``core.tools.paths.resolve_path``
+(shared with the file tools): it is resolved with every symlink followed, and the
+result must be a regular file inside one of the roots, so ``..``, an absolute path
+elsewhere and a symlink that leads out are all refused; ``~`` is not expanded. What the file is called for the person is ``name`` (or the file's
 own name); it never becomes a path.
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 
 from ._args import Args
 from ._base import Tool, ToolContext, ToolError
+from .paths import resolve_path
 
 __all__ = ["SEND_FILE_TOOL", "confine", "file_roots"]
 
@@ -56,20 +57,19 @@ def confine(path: str, roots: tuple[Path, ...]) -> Path:
     """The real path of ``path`` (relative: to the first root) when it is a regular file inside a root."""
     if not roots:
         raise ToolError("No folder is open to send files from here.")
-    if not path or "\x00" in path:
-        raise ToolError("'path' is empty or not a valid path.")
-    candidate = Path(path) if os.path.isabs(path) else roots[0] / path
-    try:
-        real = candidate.resolve(strict=True)
-        mode = real.stat().st_mode
-    except (OSError, RuntimeError):  # missing, a symlink loop, unreadable
-        raise ToolError(f"There is no file at {path!r}.") from None
-    if not any(real.is_relative_to(root.resolve()) for root in roots):
+    resolved = resolve_path(path, roots)  # empty, NUL, '~', a symlink loop: its ToolError
+    if not resolved.exists:
+        raise ToolError(f"There is no file at {path!r}.")
+    if not resolved.inside:
         raise ToolError(f"{path!r} is outside the folders files may be sent from "
                         f"({', '.join(str(r) for r in roots)}).")
+    try:
+        mode = os.stat(resolved.real).st_mode
+    except OSError:  # gone since, or unreadable
+        raise ToolError(f"There is no file at {path!r}.") from None
     if not stat.S_ISREG(mode):
         raise ToolError(f"{path!r} is not a regular file.")
-    return real
+    return resolved.real
 
 
 def _name(value: str | None, fallback: str) -> str:

@@ -14,13 +14,14 @@ from typing import Annotated
 
 import typer
 
-from core.tools import ToolOverview, builtin_registry, tool_overview
+from core.tools import ToolOverview, tool_overview
 from core.tools.mcp import McpServerStatus
 from gateway.cli.sessions import _quiet_logs
 from gateway.commands import render_tools
 from gateway.config import default_home, load_config, mcp_specs
 from gateway.control import client as control_client
 from gateway.daemon.settings import agent_settings
+from gateway.daemon.tools import tool_registry
 from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError
 from storage.errors import GatewayError
 
@@ -37,13 +38,13 @@ def _fail(message: str, code: int) -> None:
 
 
 def _from_config(home: Path, platform: str, chat_type: str) -> dict[str, object]:
-    """What config.yaml gives without a daemon: the built-in tools under the platform's policies,
+    """What config.yaml gives without a daemon: the daemon's tools under the platform's policies,
     the MCP servers named but not running."""
     config = load_config(home)
     settings = agent_settings(config)
     servers = [McpServerStatus(s.name, "stopped" if s.enabled else "disabled", transport=s.transport)
                for s in mcp_specs(config.settings.mcp_servers, config.env)]
-    overview = tool_overview(builtin_registry(), settings.policy(platform), settings.groups, platform, chat_type,
+    overview = tool_overview(tool_registry(config), settings.policy(platform), settings.groups, platform, chat_type,
                              servers)
     return overview.as_dict()
 

@@ -33,8 +33,8 @@ class TerminalToolConfig(_Section):
     #: variables of the daemon's environment and .env a command may see; every other one from
     #: .env, and every secret, is kept from it
     pass_env: list[str] = Field(default_factory=list)
-    #: the model gets at most this much of a command's output (head and tail)
-    max_output_kb: int = Field(default=64, ge=1, le=4096)
+    #: the model gets at most this much of a command's output (head and tail; within agent.max_tool_result_kb)
+    max_output_kb: int = Field(default=32, ge=1, le=4096)
 
 
 class FilesToolConfig(_Section):

@@ -8,6 +8,7 @@ from core.agent import Agent, TurnRequest
 from core.llm import ModelClient
 from core.tools import ToolOverview
 from gateway.daemon.settings import agent_settings
+from gateway.daemon.tools import tool_registry
 from gateway.routing.services import Services
 from gateway.routing.session_index import rebind_in_transaction
 
@@ -27,7 +28,7 @@ class DefaultAgents:
             # The chat's key moves in the same transaction as a compression split.
             self._runtime = AgentRuntime(
                 services.store, self._client, agent_settings(services.config), home=services.config.home,
-                rebind_op=rebind_in_transaction, mcp=services.mcp,
+                registry=tool_registry(services.config), rebind_op=rebind_in_transaction, mcp=services.mcp,
             )
         return self._runtime
 

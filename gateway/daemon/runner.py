@@ -22,6 +22,7 @@ from aiohttp import web
 
 from adapters.base import Adapter, FatalAdapterError
 from core.llm import ModelClient
+from core.tools.terminal import kill_all_commands
 from gateway.config import LoadedConfig
 from gateway.control.server import ControlServer
 from gateway.daemon.adapters import build_adapters, secrets_of
@@ -199,6 +200,9 @@ class Gateway:
                 cut = await services.lanes.drain(self.config.settings.gateway.drain_timeout)
                 if cut:
                     log.warning("gateway.drain_cut", turns=cut)
+                # A cut turn's command was killed with it; this takes whatever is left (no orphans).
+                if killed := await kill_all_commands():
+                    log.warning("gateway.commands_killed", groups=killed)
                 await runtime.handoffs.aclose()
                 # Together, under one bound: what follows (writer drain, TRUNCATE) must fit TimeoutStopSec.
                 await disconnect_all(adapters, self.config.settings.gateway.disconnect_timeout)

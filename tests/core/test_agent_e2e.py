@@ -34,7 +34,8 @@ async def test_tool_loop_through_the_daemon(tmp_path: Path, fake_openai: FakeOpe
     assert "Alice prefers short answers." in (home / "memories" / "USER.md").read_text()
     first, second = fake_openai.chat_requests
     assert {t["function"]["name"] for t in first.body["tools"]} == {
-        "memory", "session_search", "skills_categories", "skills_list", "skill_view", "skill_manage", "send_file"}
+        "memory", "session_search", "skills_categories", "skills_list", "skill_view", "skill_manage", "send_file",
+        "read_file", "write_file", "patch", "search_files", "terminal"}
     assert second.body["messages"][-1]["role"] == "tool"
 
 
@@ -43,7 +44,8 @@ async def test_toolsets_per_platform_from_config(tmp_path: Path, fake_openai: Fa
     async with run_gateway(tmp_path / "hermes", fake_openai.base_url, config=config) as gw:
         assert (await gw.ask("hi")).status_code == 200
     names = {t["function"]["name"] for t in fake_openai.chat_requests[0].body["tools"]}
-    assert names == {"memory", "session_search", "send_file"}
+    assert names == {"memory", "session_search", "send_file", "read_file", "write_file", "patch", "search_files",
+                     "terminal"}
 
 
 async def test_compression_splits_and_the_chat_continues_in_the_new_session(

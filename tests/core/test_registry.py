@@ -103,6 +103,21 @@ async def test_long_results_are_truncated_with_a_note(ctx: ToolContext) -> None:
     assert out.content.startswith("x" * 900)
 
 
+async def test_the_registry_wide_cap_wins_over_a_tools_own_and_holds_in_its_views(ctx: ToolContext) -> None:
+    async def big(args: Mapping[str, Any], c: ToolContext) -> str:
+        return "y" * 50_000
+
+    reg = ToolRegistry([Tool("big", "big", {"type": "object"}, big, max_result_chars=40_000)],
+                       max_result_chars=2048)
+    for view in (reg, reg.for_platform(ToolsetPolicy()), reg.only(["big"])):
+        out = await view.dispatch("big", "{}", ctx)
+        assert len(out.content) <= 2048
+        assert out.content.endswith(f"[result truncated: {50_000 - 1948} of 50000 characters left out]")
+    loose = ToolRegistry([Tool("big", "big", {"type": "object"}, big, max_result_chars=40_000)],
+                         max_result_chars=100_000)
+    assert len((await loose.dispatch("big", "{}", ctx)).content) <= 40_000  # the tool's own cap still holds
+
+
 async def test_cancellation_passes_through(ctx: ToolContext) -> None:
     started = asyncio.Event()
 

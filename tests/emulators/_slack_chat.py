@@ -11,10 +11,13 @@ ends that state; ``chat.update`` refuses a message that is still streaming
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
+
+from ._slack_interactions import check_blocks
 
 __all__ = ["BOT_ID", "BOT_USER", "HARD_LIMIT", "MARKDOWN_LIMIT", "STREAM_METHODS", "TIER_LIMITS", "ChatMethods"]
 
@@ -59,11 +62,28 @@ class ChatMethods:
         window.append(now)
         return None
 
+    @staticmethod
+    def _blocks(params: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, dict[str, Any] | None]:
+        """The call's blocks (None: none given), or the ``invalid_blocks`` answer."""
+        if params.get("blocks") is None:
+            return None, None
+        problem = check_blocks(params["blocks"])
+        if problem is not None:
+            return None, {"ok": False, "error": "invalid_blocks", "errors": [problem],
+                          "response_metadata": {"messages": [f"[ERROR] {problem}"]}}
+        blocks = params["blocks"]
+        return (json.loads(blocks) if isinstance(blocks, str) else list(blocks)), None
+
     def _m_chat_postMessage(self, params: dict[str, Any]) -> dict[str, Any]:
         channel, text = params.get("channel"), params.get("text")
         if not isinstance(channel, str) or not channel:
             return {"ok": False, "error": "channel_not_found"}
-        if not isinstance(text, str) or not text:
+        blocks, refused = self._blocks(params)
+        if refused is not None:
+            return refused
+        if blocks and not text:
+            text = ""  # blocks need no fallback text (Slack only warns)
+        elif not isinstance(text, str) or not text:
             return {"ok": False, "error": "no_text"}
         if len(text) > HARD_LIMIT:
             return {"ok": False, "error": "msg_too_long"}
@@ -72,6 +92,8 @@ class ChatMethods:
         message = {"type": "message", "user": BOT_USER, "bot_id": BOT_ID, "text": text, "ts": ts}
         if thread_ts:
             message["thread_ts"] = thread_ts
+        if blocks is not None:
+            message["blocks"] = blocks
         self.messages[(channel, ts)] = dict(message)
         self._record_sent({"method": "chat.postMessage", "chat_id": channel, "text": text, "thread_id": thread_ts,
                            "reply_to": None, "message_id": ts, "ts": ts})
@@ -90,9 +112,14 @@ class ChatMethods:
             return {"ok": False, "error": "streaming_state_conflict"}
         if markdown and text:
             return {"ok": False, "error": "markdown_text_conflict"}
-        body = markdown or text
+        blocks, refused = self._blocks(params)
+        if refused is not None:
+            return refused
+        body = markdown or text or (message["text"] if blocks else None)
         if not isinstance(body, str) or not body:
             return {"ok": False, "error": "no_text"}
+        if blocks is not None:
+            message["blocks"] = blocks  # given: replaced ([] removes them); not given: kept
         if len(body) > (MARKDOWN_LIMIT if markdown else HARD_LIMIT):
             return {"ok": False, "error": "msg_too_long"}
         message["text"] = body

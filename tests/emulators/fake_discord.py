@@ -33,6 +33,12 @@ Wire behaviour
 * Attachments (``_discord_cdn``): a user's message can carry files (``attachments`` with signed CDN URLs,
   voice messages with ``IS_VOICE_MESSAGE``), served by this fake's own HTTP server; without the
   message-content intent they are stripped like ``content``.
+* Components and interactions (``_discord_interactions``): buttons on the bot's messages (validated:
+  5 rows of 5 buttons, ``custom_id`` 1-100 characters and unique, labels of at most 80, else 400 code
+  50035 with Discord's ``errors`` tree); ``user_presses(message_id, custom_id, user=)`` sends an
+  ``INTERACTION_CREATE`` (type 3, ``id`` + ``token``); ``POST /interactions/{id}/{token}/callback``
+  takes response types 6, 7 and 4 once (then 400, code 40060) within ``interaction_timeout`` (3 s;
+  unanswered, the press is marked ``failed``); ``presses`` records them.
 * Uploads (``_discord_uploads``): the bot's message creates with files (``multipart/form-data``,
   ``payload_json`` + ``files[n]``, at most 10), the files of one request together within
   :attr:`FakeDiscord.upload_limit` (else 413, code 40005); their attachments are served by the same CDN.
@@ -55,7 +61,7 @@ Test API
 * State: ``connected()``, ``identifies``, ``resumes``, ``replayed`` (frames sent again on RESUME), ``sessions``,
   ``threads``, ``channel_messages(id)``.
 
-Not emulated: zlib/zstd compression, uploads through attachment URLs (``/attachments``), interactions and slash commands, members and presences,
+Not emulated: zlib/zstd compression, uploads through attachment URLs (``/attachments``), slash commands and modals, members and presences,
 permissions, rate limits of routes other than those in ``rate_buckets`` (use
 :meth:`FakeDiscord.rate_limit_next`), the global rate limit, sharding.
 """
@@ -77,6 +83,7 @@ from aiohttp import WSMsgType, web
 
 from ._base import FakeServer
 from ._discord_cdn import IS_VOICE_MESSAGE, MAX_ATTACHMENTS, DiscordCDN, DiscordFile
+from ._discord_interactions import DiscordFormError, InteractionMethods, Press, check_components
 from ._discord_uploads import MAX_NONCE, NonceBook, Upload, read_multipart
 
 __all__ = [
@@ -87,6 +94,7 @@ __all__ = [
     "UPLOAD_LIMIT",
     "DiscordFile",
     "FakeDiscord",
+    "Press",
     "Upload",
 ]
 
@@ -122,7 +130,7 @@ class _DiscordHTTPError(Exception):
         self.status, self.message, self.code = status, message, code
 
 
-class FakeDiscord(FakeServer):
+class FakeDiscord(InteractionMethods, FakeServer):
     platform = "discord"
 
     def __init__(
@@ -182,6 +190,7 @@ class FakeDiscord(FakeServer):
         self.upload_limit = UPLOAD_LIMIT
         #: the enforced nonces of the bot's creates (``window``: how long one is remembered)
         self.nonces = NonceBook()
+        self._press_records: dict[str, Press] = {}
 
     # ------------------------------------------------------------------ ids and data
 
@@ -272,6 +281,7 @@ class FakeDiscord(FakeServer):
         app.router.add_get("/gateway", self._gateway)
         app.router.add_get("/gateway-resume", self._gateway)
         self.cdn.add_routes(app)
+        self.add_interaction_routes(app)
         r = "/api/v10"
         routes = [
             ("GET", "/users/@me", "get_user", self._get_me),
@@ -332,6 +342,8 @@ class FakeDiscord(FakeServer):
                 status, result = await handler(params)
             except _DiscordHTTPError as exc:
                 return self._respond(call, exc.status, {"message": exc.message, "code": exc.code}, limits)
+            except DiscordFormError as exc:
+                return self._respond(call, 400, exc.body(), limits)
             if status == 204:
                 call.status = 204
                 self._notify()
@@ -412,6 +424,7 @@ class FakeDiscord(FakeServer):
             earlier = self.nonces.earlier(self.bot["id"], str(nonce))
             if earlier is not None:
                 return 200, earlier
+        components = check_components(p["components"]) if p.get("components") is not None else []
         if files and content is None:
             content = ""
         if not isinstance(content, str) or not (content or files):
@@ -426,6 +439,7 @@ class FakeDiscord(FakeServer):
         msg = self.message_payload(channel, self.bot, content, reference=ref)
         if nonce is not None:
             msg["nonce"] = nonce
+        msg["components"] = components
         msg["attachments"] = [
             self.cdn.attachment(self.endpoint(), channel["id"], str(self.snowflake()),
                                 DiscordFile(f.filename, f.data, f.content_type)) for f in files]
@@ -461,6 +475,8 @@ class FakeDiscord(FakeServer):
         msg = self._message(p["cid"], p["mid"])
         if msg["author"]["id"] != self.bot["id"]:
             raise _DiscordHTTPError(403, "Cannot edit a message authored by another user", 50005)
+        if p.get("components") is not None:
+            msg["components"] = check_components(p["components"])
         if "content" in p:
             if not content and not msg["embeds"] and not msg["attachments"]:
                 raise _DiscordHTTPError(400, "Cannot send an empty message", 50006)
@@ -540,7 +556,7 @@ class FakeDiscord(FakeServer):
             "id": mid, "channel_id": channel["id"], "author": dict(author), "content": content,
             "timestamp": _iso(), "edited_timestamp": None, "tts": False, "mention_everyone": False,
             "mentions": mentions or [], "mention_roles": [], "attachments": [], "embeds": [], "pinned": False,
-            "type": 19 if reference else 0, "flags": 0,
+            "type": 19 if reference else 0, "flags": 0, "components": [],
         }
         if channel.get("guild_id"):
             msg["guild_id"] = channel["guild_id"]

@@ -29,6 +29,10 @@
 - **Uploads** (``_slack_uploads``): ``files.getUploadURLExternal``, the upload URL, and
   ``files.completeUploadExternal`` (the files shared as one message); ``upload_limit`` caps a file,
   ``uploads`` keeps what arrived.
+- **Blocks and presses** (``_slack_interactions``): Block Kit ``blocks`` on ``chat.postMessage`` /
+  ``chat.update`` (validated: ``invalid_blocks``); ``user_presses(channel, ts, action_id, user=)``
+  delivers a ``block_actions`` payload as an ``interactive`` envelope, or a signed form POST in HTTP
+  mode; ``presses`` records them (acks land in ``acks``).
 - **Scopes**: the bot token carries ``scopes`` (default ``DEFAULT_SCOPES``); a method that needs one it
   lacks (the files methods: ``files:write``) answers ``missing_scope`` with ``needed`` and ``provided``.
 
@@ -40,8 +44,6 @@ retry_num)`` sends the same event (same ``event_id``) again, as Slack's retries 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import hmac
 import itertools
 import json
 import time
@@ -56,6 +58,7 @@ from aiohttp import WSMsgType, web
 from ._base import FakeServer, SentMessage
 from ._slack_chat import BOT_ID, BOT_USER, STREAM_METHODS, TIER_LIMITS, ChatMethods
 from ._slack_files import LOGIN_PAGE, SlackFile, SlackFiles
+from ._slack_interactions import InteractionMethods, sign
 from ._slack_uploads import UPLOAD_LIMIT, PendingUpload, UploadMethods
 
 __all__ = [
@@ -86,14 +89,6 @@ _NEEDED = {"files.getUploadURLExternal": "files:write", "files.completeUploadExt
 
 
 
-def sign(body: bytes, secret: str, ts: str | int | None = None) -> dict[str, str]:
-    """The headers Slack sends with a request body signed with ``secret``."""
-    stamp = str(int(time.time()) if ts is None else ts)
-    base = b"v0:" + stamp.encode() + b":" + body
-    digest = hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
-    return {"Content-Type": "application/json", "X-Slack-Request-Timestamp": stamp, "X-Slack-Signature": f"v0={digest}"}
-
-
 class _Socket:
     def __init__(self, number: int, ws: web.WebSocketResponse) -> None:
         self.number = number
@@ -102,7 +97,7 @@ class _Socket:
         self.closed = asyncio.Event()
 
 
-class FakeSlack(ChatMethods, UploadMethods, FakeServer):
+class FakeSlack(ChatMethods, UploadMethods, InteractionMethods, FakeServer):
     platform = "slack"
 
     def __init__(
@@ -151,6 +146,8 @@ class FakeSlack(ChatMethods, UploadMethods, FakeServer):
         self.upload_limit = UPLOAD_LIMIT
         #: every upload begun, by file id
         self.uploads: dict[str, PendingUpload] = {}
+        #: every button press delivered (``user_presses``), in order
+        self.presses: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------- lifecycle
 

@@ -48,7 +48,8 @@ def test_a_plain_toolset_is_not_a_family() -> None:
 
 
 def test_terminal_and_writes_are_off_in_groups_unless_allowed() -> None:
-    registry = ToolRegistry([_tool("terminal", "terminal"), _tool("write_file", "files", tags=("writes",)),
+    registry = ToolRegistry([_tool("terminal", "terminal", tags=("writes",)),
+                             _tool("write_file", "files", tags=("writes",)),
                              _tool("read_file", "files"), _tool("memory", "core")])
     everything = ToolsetPolicy()
     strict = GroupToolPolicy()
@@ -56,8 +57,10 @@ def test_terminal_and_writes_are_off_in_groups_unless_allowed() -> None:
         assert len(registry.for_platform(everything, chat_type, strict)) == 4
     for chat_type in ("group", "channel", "thread"):
         assert sorted(registry.for_platform(everything, chat_type, strict).names) == ["memory", "read_file"]
-    assert "terminal" in registry.for_platform(everything, "group", GroupToolPolicy(terminal=True))
-    assert "write_file" in registry.for_platform(everything, "group", GroupToolPolicy(file_writes=True))
+    terminal_only = registry.for_platform(everything, "group", GroupToolPolicy(terminal=True))
+    assert "terminal" in terminal_only and "write_file" not in terminal_only
+    writes_only = registry.for_platform(everything, "group", GroupToolPolicy(file_writes=True))
+    assert "write_file" in writes_only and "terminal" not in writes_only
 
 
 def test_an_unavailable_tool_is_listed_but_not_offered() -> None:

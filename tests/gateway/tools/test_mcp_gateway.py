@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,14 +40,20 @@ def _servers(**extra: Any) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def logging_sandbox() -> Iterator[None]:
+    """configure_logging and the CLI's quiet logs (to a stderr CliRunner closes) are process-wide:
+    put them back for the tests that follow."""
     saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     secrets = set(logs._secrets)
     try:
         yield
     finally:
         structlog.configure(**saved)
+        root.handlers[:] = handlers
+        root.setLevel(level)
         logs.forget_secrets()
         register_secrets(secrets)
 
@@ -190,6 +197,8 @@ def test_tools_cli_without_a_daemon_reads_the_config(tmp_path: Path) -> None:
     assert "• fake [stdio]: not running (daemon stopped)" in result.output
     assert "• remote [http]: disabled (enabled: false)" in result.output
     assert "the toolset memory is disabled on telegram" in result.output
+    assert "terminal (terminal): off in groups and channels (tools.groups.terminal)" in result.output
+    assert "(tools.groups.file_writes)" in result.output and "write_file" in result.output
     write_config(home, {"mcp_servers": {"fake": {"command": "srv", "env": {"K": "${MISSING_ONE}"}}}})
     result = _cli("--home", str(home))
     assert result.exit_code == EX_CONFIG and "mcp_servers.fake.env.K" in result.output

@@ -1,0 +1,245 @@
+"""Approval questions on Discord: a message with three buttons out, a press back in as a command.
+
+**Out.** ``send`` posts the question where the answer goes (``Sender.place``: the thread, opened first
+when it is still to open) with one action row of three buttons: raw message components through
+discord.py's REST client, not a discord.py ``View``. A ``View`` lives in one process: after a restart
+its presses would reach nothing. Raw components carry everything in their ``custom_id``
+(``approval_data``), so a press is understood by whichever process receives it. ``settle`` edits the
+question to the outcome and removes its components.
+
+**In.** A button press is a gateway ``INTERACTION_CREATE`` of type 3 (MESSAGE_COMPONENT). ``take`` reads
+the raw payload (not discord.py's ``Interaction``, whose model needs fields a payload may lack), and:
+
+1. acknowledges it at once with type 6 (DEFERRED_UPDATE_MESSAGE: nothing visible changes; the
+   gateway settles the question itself). Discord wants a response within 3 s or shows "This
+   interaction failed"; the ack goes out before the router sees the press.
+2. if the ``custom_id`` is one of ours (``parse_approval_data``), dispatches an ``InboundMessage`` from
+   the presser whose text is the command a person could type (``approval_command``), in the
+   question's channel or thread, ``dedupe_id`` ``interaction:<id>`` (a RESUME replay is one press).
+   Anything else is acknowledged and ignored.
+
+No state is kept here: a press on a settled question, or one from before a restart, reaches the
+router like any other, and the gateway says it is expired or unknown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+import discord
+import structlog
+from discord.http import Route
+
+from .._dispatch import ChatOrderedDispatch
+from .._text import clean_text
+from ..approvals import (
+    APPROVAL_CHOICES,
+    ApprovalChoice,
+    ApprovalPrompt,
+    approval_command,
+    approval_data,
+    parse_approval_data,
+)
+from ..base import AdapterError, ChatType, InboundMessage, MessageHandler, OutboundMessage
+from ._inbound import PLATFORM, ChannelRef, classify_channel
+from ._outbound import Sender
+
+__all__ = ["ApprovalButtons", "approval_components", "press_to_inbound"]
+
+log = structlog.get_logger("hermes.discord")
+
+MAX_CONTENT = 2000
+#: button styles: success (green), secondary (grey), danger (red)
+BUTTON_STYLES: dict[ApprovalChoice, int] = {"approve": 3, "always": 2, "deny": 4}
+ACTION_ROW, BUTTON = 1, 2
+MESSAGE_COMPONENT = 3
+DEFERRED_UPDATE_MESSAGE = 6
+#: announcement, public and private threads
+THREAD_TYPES = frozenset({10, 11, 12})
+DM, GROUP_DM = 1, 3
+_UNKNOWN_CHANNEL, _UNKNOWN_MESSAGE = 10003, 10008
+
+
+def _fit(text: str) -> str:
+    text = clean_text(text).strip() or "…"
+    return text if len(text) <= MAX_CONTENT else text[: MAX_CONTENT - 1] + "…"
+
+
+def approval_components(approval_id: str) -> list[dict[str, Any]]:
+    """One action row with the three answers (labels from ``APPROVAL_CHOICES``)."""
+    buttons = [{"type": BUTTON, "style": BUTTON_STYLES[choice], "label": label,
+                "custom_id": approval_data(approval_id, choice)} for choice, label in APPROVAL_CHOICES]
+    return [{"type": ACTION_ROW, "components": buttons}]
+
+
+def _snowflake(value: Any) -> str | None:
+    text = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
+    return text if text.isascii() and text.isdigit() and len(text) <= 20 else None
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def press_to_inbound(data: Any, cached: ChannelRef | None = None) -> InboundMessage | None:
+    """A component interaction as the router's message; None when it is not a press of ours (or unreadable).
+    ``cached``: where the channel sits by discord.py's cache, for a payload whose ``channel`` has no type."""
+    if not isinstance(data, Mapping) or data.get("type") != MESSAGE_COMPONENT:
+        return None
+    custom_id = _mapping(data.get("data")).get("custom_id")
+    parsed = parse_approval_data(custom_id) if isinstance(custom_id, str) else None
+    interaction_id = _snowflake(data.get("id"))
+    if parsed is None or interaction_id is None:
+        return None
+    approval_id, choice = parsed
+    member = _mapping(data.get("member"))
+    user = _mapping(member.get("user")) or _mapping(data.get("user"))
+    user_id = _snowflake(user.get("id"))
+    channel = _mapping(data.get("channel"))
+    channel_id = _snowflake(data.get("channel_id")) or _snowflake(channel.get("id"))
+    if user_id is None or channel_id is None:
+        return None
+    kind = channel.get("type")
+    if kind == GROUP_DM:
+        return None  # the gateway serves no group DMs
+    parent = _snowflake(channel.get("parent_id"))
+    thread_id: str | None = None
+    channel_name = channel.get("name")
+    if kind is None and cached is not None:
+        chat_type, chat_id, thread_id, channel_name = cached.chat_type, cached.chat_id, cached.thread_id, cached.name
+    elif kind in THREAD_TYPES and parent is not None:
+        chat_type, chat_id, thread_id = ChatType.THREAD, parent, channel_id
+    elif kind == DM or data.get("guild_id") is None:
+        chat_type, chat_id = ChatType.DM, channel_id
+    else:
+        chat_type, chat_id = ChatType.CHANNEL, channel_id
+    name = user.get("global_name") or user.get("username")
+    return InboundMessage(
+        platform=PLATFORM,
+        chat_id=chat_id,
+        chat_type=chat_type,
+        user_id=user_id,
+        text=approval_command(approval_id, choice),
+        message_id=_snowflake(_mapping(data.get("message")).get("id")),
+        thread_id=thread_id,
+        user_name=clean_text(name) if isinstance(name, str) else None,
+        chat_name=clean_text(channel_name) if isinstance(channel_name, str) else None,
+        dedupe_id=f"interaction:{interaction_id}",
+        addressed=True,
+    )
+
+
+def _cached_place(client: discord.Client, data: Mapping[str, Any]) -> ChannelRef | None:
+    """Where the press's channel sits by discord.py's cache, needed only when the payload does not say."""
+    if _mapping(data.get("channel")).get("type") is not None:
+        return None
+    channel_id = _snowflake(data.get("channel_id"))
+    return classify_channel(client.get_channel(int(channel_id))) if channel_id is not None else None
+
+
+class ApprovalButtons:
+    def __init__(self, sender: Sender, dispatch: MessageHandler) -> None:
+        self._sender = sender
+        self._dispatches = ChatOrderedDispatch(PLATFORM, dispatch)
+        self._acks: set[asyncio.Task[None]] = set()
+        #: presses acknowledged / acknowledgements Discord refused (for tests and /status)
+        self.acknowledged = 0
+        self.ack_failures = 0
+
+    @property
+    def pending(self) -> set[asyncio.Task[None]]:
+        return self._acks | self._dispatches.pending
+
+    # ------------------------------------------------------------------ out
+
+    async def send(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str:
+        payload: dict[str, Any] = {"content": _fit(prompt.text), "components": approval_components(prompt.approval_id),
+                                   "allowed_mentions": {"parse": []}}
+        if target.reply_to and target.reply_to != target.thread_id and target.reply_to.isdigit():
+            # The question under the message that asked; in a thread started from it, it is there already.
+            payload["message_reference"] = {"message_id": target.reply_to, "fail_if_not_exists": False}
+        client, channel_id = await self._sender.place(target)
+        try:
+            try:
+                sent = await client.http.request(Route("POST", "/channels/{channel_id}/messages",
+                                                       channel_id=int(channel_id)), json=payload)
+            except discord.NotFound as exc:
+                if exc.code != _UNKNOWN_CHANNEL:
+                    raise
+                # A prospective thread of a turn recovered after a restart: open it, then ask there.
+                client, channel_id = await self._sender.place(target, missing=True)
+                sent = await client.http.request(Route("POST", "/channels/{channel_id}/messages",
+                                                       channel_id=int(channel_id)), json=payload)
+        except discord.HTTPException as exc:
+            raise AdapterError(f"Discord refused the approval question ({exc.status}, code {exc.code}: "
+                               f"{exc.text or 'no detail'})") from None
+        except discord.RateLimited as exc:
+            raise AdapterError(f"Discord rate limit: could not ask for approval (wait {exc.retry_after:.0f}s)") from None
+        message_id = _snowflake(sent.get("id")) if isinstance(sent, Mapping) else None
+        if message_id is None:
+            raise AdapterError("Discord answered the approval question without a message id")
+        log.info("discord.approval_asked", channel_id=channel_id, message_id=message_id,
+                 approval_id=prompt.approval_id)
+        return message_id
+
+    async def settle(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
+        client, channel_id = await self._sender.place(target)
+        route = Route("PATCH", "/channels/{channel_id}/messages/{message_id}", channel_id=int(channel_id),
+                      message_id=int(message_id))
+        try:
+            await client.http.request(route, json={"content": _fit(outcome), "components": []})
+        except discord.NotFound as exc:
+            if exc.code in (_UNKNOWN_MESSAGE, _UNKNOWN_CHANNEL):
+                # Deleted meanwhile: nothing is left to show buttons on.
+                log.info("discord.approval_gone", channel_id=channel_id, message_id=message_id)
+                return
+            raise AdapterError(f"Discord refused to settle the approval question ({exc.status}, code {exc.code})") from None
+        except discord.HTTPException as exc:
+            raise AdapterError(f"Discord refused to settle the approval question ({exc.status}, code {exc.code}: "
+                               f"{exc.text or 'no detail'})") from None
+        except discord.RateLimited as exc:
+            raise AdapterError(f"Discord rate limit: could not settle the question (wait {exc.retry_after:.0f}s)") from None
+
+    # ------------------------------------------------------------------- in
+
+    def take(self, data: Any, client: discord.Client | None) -> None:
+        """An ``INTERACTION_CREATE`` payload, as the gateway sent it (called in discord.py's receive loop:
+        it never waits). Presses are acknowledged, then ours go to the router."""
+        if not isinstance(data, Mapping) or data.get("type") != MESSAGE_COMPONENT:
+            return  # commands, modals: not ours to answer
+        interaction_id, token = _snowflake(data.get("id")), data.get("token")
+        if interaction_id is None or not isinstance(token, str) or not token or client is None:
+            log.warning("discord.interaction_malformed", id=str(data.get("id"))[:32])
+            return
+        task = asyncio.create_task(self._ack_then_dispatch(client, interaction_id, token, data),
+                                   name=f"discord:press:{interaction_id}")
+        self._acks.add(task)
+        task.add_done_callback(self._acks.discard)
+
+    async def _ack_then_dispatch(self, client: discord.Client, interaction_id: str, token: str,
+                                 data: Mapping[str, Any]) -> None:
+        route = Route("POST", "/interactions/{interaction_id}/{interaction_token}/callback",
+                      interaction_id=int(interaction_id), interaction_token=token)
+        try:
+            await client.http.request(route, json={"type": DEFERRED_UPDATE_MESSAGE})
+            self.acknowledged += 1
+        except (discord.HTTPException, discord.RateLimited) as exc:
+            # Already acknowledged (a RESUME replay) or too late: the press happened all the same, and
+            # the router's dedupe knows a replay.
+            self.ack_failures += 1
+            log.warning("discord.interaction_ack_failed", interaction_id=interaction_id,
+                        status=getattr(exc, "status", None), code=getattr(exc, "code", None))
+        except Exception as exc:
+            self.ack_failures += 1
+            log.warning("discord.interaction_ack_failed", interaction_id=interaction_id, error=type(exc).__name__)
+        try:
+            inbound = press_to_inbound(data, _cached_place(client, data))
+        except Exception as exc:  # an odd payload must cost nothing but this press
+            log.warning("discord.interaction_malformed", interaction_id=interaction_id, error=type(exc).__name__)
+            return
+        if inbound is None:
+            log.info("discord.interaction_ignored", interaction_id=interaction_id)
+            return
+        self._dispatches.schedule(inbound)

@@ -1,0 +1,37 @@
+"""The agent's tools as this daemon run has them: the built-in set plus the tools that act on the
+machine (files, and as they are configured terminal and web), each built once from validated config.
+
+MCP servers are not here: they are long-lived clients the daemon starts and stops itself, whose
+tools join per turn.
+"""
+
+from __future__ import annotations
+
+from core.tools import Tool, ToolRegistry, builtin_tools
+from core.tools.files import FilesSettings, file_tools
+from core.tools.terminal import TerminalSettings, terminal_settings, terminal_tool
+from gateway.config import LoadedConfig, read_dotenv
+
+__all__ = ["files_settings", "terminal_config", "tool_registry"]
+
+#: what a result's head-and-tail note and exit line take beyond the output itself
+_RESULT_FRAME_KB = 2
+
+
+def files_settings(config: LoadedConfig) -> FilesSettings:
+    f = config.settings.tools.files
+    return FilesSettings.for_home(config.home, f.roots, max_read_kb=f.max_read_kb)
+
+
+def terminal_config(config: LoadedConfig) -> TerminalSettings:
+    t = config.settings.tools.terminal
+    # The command's head and tail must survive the registry's cap, or its tail (the error) is cut again.
+    output_kb = max(1, min(t.max_output_kb, config.settings.agent.max_tool_result_kb - _RESULT_FRAME_KB))
+    return terminal_settings(config.home, cwd=t.cwd, timeout=t.timeout, pass_env=t.pass_env,
+                             max_output_kb=output_kb, dotenv=read_dotenv(config.home / ".env"))
+
+
+def tool_registry(config: LoadedConfig) -> ToolRegistry:
+    """Every tool of this run, results capped at ``agent.max_tool_result_kb``."""
+    tools: list[Tool] = [*builtin_tools(), *file_tools(files_settings(config)), terminal_tool(terminal_config(config))]
+    return ToolRegistry(tools, max_result_chars=config.settings.agent.max_tool_result_kb * 1024)
