@@ -151,11 +151,15 @@ async def test_group_chats_and_a_server_that_hangs(gateway_home: Path, fake_open
         fake_openai.reply_tool_calls([{"name": "mcp_fake_slow", "arguments": {"seconds": 30}}]).reply("gave up")
         assert await _ask(run, "be slow", chat_type=ChatType.GROUP) == "gave up"
         assert "did not answer within 0.5 s" in _last_tool_result(fake_openai)
+        offered = {t["function"]["name"] for t in fake_openai.chat_requests[-1].body["tools"]}
+        assert "mcp_fake_echo" in offered and "read_file" in offered
+        assert "terminal" not in offered and "write_file" not in offered  # a group: tools.groups
         # The daemon keeps serving, and so does the server.
         assert "mcp:fake:" in await _ask(run, "/tools", chat_type=ChatType.GROUP)
         fake_openai.reply_tool_calls([{"name": "mcp_fake_echo", "arguments": {"text": "fine"}}]).reply("ok")
         assert await _ask(run, "again") == "ok"
         assert _last_tool_result(fake_openai) == "fine"
+        assert {"terminal", "write_file"} <= {t["function"]["name"] for t in fake_openai.chat_requests[-1].body["tools"]}
         # A crash mid-call: a tool error for the model, the daemon serves on, the server comes back.
         fake_openai.reply_tool_calls([{"name": "mcp_fake_crash", "arguments": {}}]).reply("it crashed")
         assert await _ask(run, "crash it") == "it crashed"
