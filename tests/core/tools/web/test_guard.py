@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
 from ipaddress import IPv4Address, ip_address
 
 import pytest
 from yarl import URL
 
-from core.tools.web import UrlRefusedError, WebSettings, address_refusal
+from core.tools import ToolContext, ToolOutcome, ToolRegistry
+from core.tools.web import UrlRefusedError, WebSettings, address_refusal, web_tools
 from core.tools.web._guard import GuardedResolver, check_url, refusal
 
+from ._server import WebServer, silent_listener
+
 DEFAULT = WebSettings()
+
+
+async def _fetch(url: str, ctx: ToolContext, settings: WebSettings = DEFAULT) -> str:
+    return await web_tools(settings)[0].handler({"url": url}, ctx)
 
 
 @pytest.mark.parametrize(("address", "reason"), [
@@ -80,6 +88,16 @@ def test_urls_that_are_not_plain_http_are_refused(url: str, message: str) -> Non
         check_url(URL(url), DEFAULT)
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "2130706433", "0x7f000001", "0x7f.1", "localhost", "[::ffff:127.0.0.1]"])
+async def test_loopback_is_refused_without_connecting(host: str, ctx: ToolContext) -> None:
+    async with silent_listener() as (port, accepted):
+        with pytest.raises(UrlRefusedError) as caught:
+            await _fetch(f"http://{host}:{port}/secret?token=abc123", ctx)
+        assert accepted == []
+    message = str(caught.value)
+    assert "loopback" in message and "abc123" not in message
+
+
 async def test_a_name_is_checked_by_the_resolver_the_connection_uses() -> None:
     # localhost is a name (in /etc/hosts): only the resolver can see that it is 127.0.0.1.
     guarded, opened = GuardedResolver(DEFAULT), GuardedResolver(WebSettings(allow_private=True))
@@ -90,3 +108,56 @@ async def test_a_name_is_checked_by_the_resolver_the_connection_uses() -> None:
     finally:
         await guarded.close()
         await opened.close()
+
+
+@pytest.mark.parametrize("url", [
+    "http://169.254.169.254/latest/meta-data/iam/security-credentials/", "http://[::1]/", "http://0x7f000001/",
+    "http://2130706433/", "http://localhost/", "http://[fd00:ec2::254]/", "http://100.100.100.200/",
+    "ftp://example.org/", "file:///etc/passwd",
+])
+async def test_bad_urls_give_the_model_a_clear_refusal(url: str, ctx: ToolContext) -> None:
+    outcome = await _registry_call(url, ctx)
+    assert not outcome.ok
+    assert outcome.content.startswith("Error: ")
+    assert "public addresses" in outcome.content or "http and https" in outcome.content
+
+
+async def _registry_call(url: str, ctx: ToolContext, settings: WebSettings = DEFAULT) -> ToolOutcome:
+    return await ToolRegistry(web_tools(settings)).dispatch("web_fetch", {"url": url}, ctx)
+
+
+async def test_metadata_is_refused_even_with_allow_private(ctx: ToolContext) -> None:
+    with pytest.raises(UrlRefusedError, match="metadata"):
+        await _fetch("http://169.254.169.254/latest/meta-data/", ctx, WebSettings(allow_private=True))
+
+
+async def test_a_redirect_to_a_forbidden_address_is_refused(server: WebServer, ctx: ToolContext) -> None:
+    seam = WebSettings(forbidden=lambda ip: ip == IPv4Address("127.0.0.2"))
+    target = f"http://127.0.0.2:{server.port}/page"
+    with pytest.raises(UrlRefusedError, match=r"127\.0\.0\.2 is a forbidden address"):
+        await _fetch(server.url(f"/redirect-to?target={target}"), ctx, seam)
+    assert server.hits == ["/redirect-to"]  # the target was never asked
+    # The same chain with the target allowed is followed (the refusal was the seam's doing).
+    result = await _fetch(server.url(f"/redirect-to?target={server.url('/page')}"), ctx, seam)
+    assert "Main heading" in result
+
+
+async def test_a_redirect_chain_ending_on_loopback_is_refused(server: WebServer, ctx: ToolContext) -> None:
+    seam = WebSettings(forbidden=lambda ip: ip == IPv4Address("127.0.0.2"))
+    hop2 = server.url(f"/redirect-to?target=http://2130706434:{server.port}/page")  # 127.0.0.2, as a number
+    with pytest.raises(UrlRefusedError, match="forbidden"):
+        await _fetch(server.url(f"/redirect-to?target={hop2}"), ctx, seam)
+    assert server.hits == ["/redirect-to", "/redirect-to"]
+
+
+async def test_a_redirect_to_another_scheme_is_refused(server: WebServer, ctx: ToolContext) -> None:
+    with pytest.raises(UrlRefusedError, match="'file:'"):
+        await _fetch(server.url("/redirect-to?target=file:///etc/passwd"), ctx, WebSettings(allow_private=True))
+
+
+async def test_refusals_do_not_stop_the_next_fetch(server: WebServer, ctx: ToolContext) -> None:
+    open_ = WebSettings(allow_private=True)
+    bad = [_fetch(u, ctx) for u in ("http://169.254.169.254/", "http://0x7f.1/", "file:///etc/passwd")]
+    results = await asyncio.gather(*bad, _fetch(server.url("/page"), ctx, open_), return_exceptions=True)
+    assert all(isinstance(r, UrlRefusedError) for r in results[:3])
+    assert isinstance(results[3], str) and "Main heading" in results[3]

@@ -7,10 +7,12 @@ import time
 
 import pytest
 
+from core.tools import ToolContext
+from core.tools.web import WebSettings, web_tools
 from core.tools.web._content import declared_kind, decode_text, sniffed_kind
 from core.tools.web._plain import crude_text, html_title, plain_text, strip_invisible
 
-from ._server import ARTICLE, PDF
+from ._server import ARTICLE, PDF, WebServer
 
 
 @pytest.mark.parametrize(("mime", "kind"), [
@@ -76,3 +78,17 @@ def test_hostile_markup_is_read_in_linear_time(pattern: str) -> None:
     started = time.monotonic()
     strip_invisible(page), html_title(page), crude_text(page), plain_text(page)
     assert time.monotonic() - started < 5
+
+
+async def test_a_page_without_an_article_gives_its_text(server: WebServer, ctx: ToolContext) -> None:
+    result = await web_tools(WebSettings(allow_private=True))[0].handler({"url": server.url("/no-article")}, ctx)
+    assert result.startswith("Title: Form\n")
+    assert "Note: No article was found on the page; this is all of its text." in result
+    assert result.endswith("\n\nCopyright 2024 Someone")
+
+
+async def test_a_hostile_page_is_fetched_and_read_quickly(server: WebServer, ctx: ToolContext) -> None:
+    started = time.monotonic()
+    result = await web_tools(WebSettings(allow_private=True))[0].handler({"url": server.url("/hostile")}, ctx)
+    assert time.monotonic() - started < 10
+    assert result.startswith(f"URL: {server.url('/hostile')}")
