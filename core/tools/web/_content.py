@@ -1,9 +1,10 @@
 """What a response is, from its declared type and its first bytes: HTML, text, or something else.
 
 web_fetch reads HTML and text; a PDF, an image or an archive is described, never dumped into
-the model's context. The declared type decides first (a ``image/png`` is not downloaded at
+the model's context. The declared type decides first (an ``image/png`` is not downloaded at
 all); the first bytes can still overrule a text type (a PDF served as ``text/html``), and
-decide alone when the server names no type or ``application/octet-stream``.
+decide alone when the server names no type, ``application/octet-stream`` or another
+``application/*`` type (a PDF, a zip, or a script that is text after all).
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ _TEXT_MIMES = frozenset({
     "application/x-www-form-urlencoded", "application/graphql",
 })
 _UNKNOWN_MIMES = frozenset({"", "application/octet-stream", "binary/octet-stream", "application/unknown"})
+#: types never downloaded: their bytes are not text, and a film can be large
+_MEDIA_FAMILIES = ("image/", "audio/", "video/", "font/", "model/")
 #: sniffed families that are never shown as text, whatever the server declared
 _NOT_TEXT = frozenset({"pdf", "image", "audio", "video", "archive"})
 _HTML_TAG = re.compile(rb"<(?:!doctype\s+html|html|head|body)\b", re.I)
@@ -35,28 +38,31 @@ _BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codec
 
 
 def declared_kind(mime: str) -> Kind | None:
-    """What the declared type says; None when it says nothing useful (the first bytes decide)."""
-    if mime in _UNKNOWN_MIMES:
-        return None
+    """What the declared type says; None when the first bytes must decide: no type, a generic one,
+    or an ``application/*`` type that may well be text (``application/x-python``)."""
     if mime in _HTML_MIMES:
         return "html"
     if mime.startswith("text/") or mime in _TEXT_MIMES or mime.endswith(("+json", "+xml")):
         return "text"
-    return "binary"
+    if mime.startswith(_MEDIA_FAMILIES):
+        return "binary"
+    return None
 
 
-def sniffed_kind(declared: Kind | None, head: bytes) -> tuple[Kind, str | None]:
-    """The kind once the first bytes are seen, and the sniffed type when they overrule the header."""
+def sniffed_kind(declared: Kind | None, mime: str, head: bytes) -> tuple[Kind, str]:
+    """The kind once the first bytes are seen, and the type to report: the declared one, unless
+    the bytes overrule it (a PDF served as ``text/html``) or it said nothing (octet-stream)."""
     found = sniff(head)
+    vague = declared is not None or mime in _UNKNOWN_MIMES
     if found.kind in _NOT_TEXT:
-        return "binary", found.mime
+        return "binary", found.mime if vague else mime
     if declared is not None:
-        return declared, None
+        return declared, mime
     if found.kind != "text":
-        return "binary", found.mime
+        return "binary", found.mime if vague else mime
     if _starts_as_html(head[:2048]):
         return "html", "text/html"
-    return "text", found.mime
+    return "text", found.mime if vague else mime
 
 
 def _starts_as_html(head: bytes) -> bool:

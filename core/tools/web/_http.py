@@ -76,7 +76,9 @@ def _status_error(host: str, status: int, reason: str | None) -> ToolError:
             429: " (too many requests: try again later)"}.get(status, "")
     if status >= 500:
         hint = " (a server error: try again later or another source)"
-    return ToolError(f"{host} answered HTTP {status} {reason or ''}".rstrip() + f"{hint}.")
+    # The reason phrase is the server's text: short and printable, or left out.
+    phrase = reason if reason and len(reason) <= 60 and reason.isprintable() else ""
+    return ToolError(f"{host} answered HTTP {status} {phrase}".rstrip() + f"{hint}.")
 
 
 def _too_large(host: str, declared: int, cap: int) -> ToolError:
@@ -99,9 +101,9 @@ async def _body(resp: aiohttp.ClientResponse, host: str, settings: WebSettings) 
         body += chunk
         if len(body) >= SNIFF_BYTES:
             break
-    kind, sniffed = sniffed_kind(declared, bytes(body[:SNIFF_BYTES]))
+    kind, shown = sniffed_kind(declared, mime, bytes(body[:SNIFF_BYTES]))
     if kind == "binary":
-        return kind, sniffed or mime, b"", False
+        return kind, shown, b"", False
     if declared is None and length is not None and length > settings.max_download_bytes:
         raise _too_large(host, length, settings.max_download_bytes)
     if len(body) > settings.max_download_bytes:
@@ -109,7 +111,7 @@ async def _body(resp: aiohttp.ClientResponse, host: str, settings: WebSettings) 
         cut = True
     else:
         cut = await read_capped(resp, settings.max_download_bytes, body)
-    return kind, sniffed or mime, bytes(body), cut
+    return kind, shown, bytes(body), cut
 
 
 async def _fetch(session: aiohttp.ClientSession, url: URL, settings: WebSettings) -> Fetched:

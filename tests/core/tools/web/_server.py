@@ -114,6 +114,16 @@ def _app(server: WebServer) -> web.Application:
     async def octet(request: web.Request) -> web.Response:
         return web.Response(body=PNG, content_type="application/octet-stream")
 
+    @routes.get("/script")
+    async def script(request: web.Request) -> web.Response:
+        return web.Response(text="import os\nprint(os.getcwd())\n", content_type="application/x-python")
+
+    @routes.get("/huge-pdf")
+    async def huge_pdf(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/pdf"})
+        response.content_length = 2**30
+        return await _stream(request, "huge-pdf", response, PDF[:65536], limit=2**30)
+
     @routes.get("/untyped-html")
     async def untyped_html(request: web.Request) -> web.Response:
         return web.Response(body=ARTICLE.encode(), headers={"Content-Type": "application/octet-stream"})

@@ -45,13 +45,17 @@ async def test_text_and_json_come_back_as_they_are(server: WebServer, ctx: ToolC
     assert result.rstrip() == f"URL: {server.url(path)}\n\n{expected}"
 
 
+async def test_a_script_served_as_an_application_type_is_read_as_text(server: WebServer, ctx: ToolContext) -> None:
+    assert (await _fetch(server.url("/script"), ctx)).endswith("\n\nimport os\nprint(os.getcwd())\n")
+
+
 async def test_html_without_a_declared_type_is_recognised(server: WebServer, ctx: ToolContext) -> None:
     assert "# Main heading" in await _fetch(server.url("/untyped-html"), ctx)
 
 
 @pytest.mark.parametrize(("path", "what"), [
     ("/pdf", "a PDF document (application/pdf, "), ("/pdf-as-html", "a PDF document (application/pdf"),
-    ("/octet", "an image (image/png"),
+    ("/octet", "an image (image/png"), ("/huge-pdf", "a PDF document (application/pdf, 1.0 GB)"),
 ])
 async def test_files_are_described_not_dumped(server: WebServer, ctx: ToolContext, path: str, what: str) -> None:
     result = await _fetch(server.url(path), ctx)
@@ -59,6 +63,8 @@ async def test_files_are_described_not_dumped(server: WebServer, ctx: ToolContex
     assert "%PDF" not in result and "binary" not in result
     if path == "/pdf":
         assert "KB)" in result  # its size, from Content-Length
+    if path == "/huge-pdf":
+        assert server.written["huge-pdf"] < 64 * 2**20  # only its first bytes were read
 
 
 async def test_long_content_is_cut_at_max_chars_with_a_note(server: WebServer, ctx: ToolContext) -> None:

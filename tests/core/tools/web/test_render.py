@@ -12,14 +12,14 @@ from core.tools.web import WebSettings, web_tools
 from core.tools.web._content import declared_kind, decode_text, sniffed_kind
 from core.tools.web._plain import crude_text, html_title, plain_text, strip_invisible
 
-from ._server import ARTICLE, PDF, WebServer
+from ._server import ARTICLE, PDF, PNG, WebServer
 
 
 @pytest.mark.parametrize(("mime", "kind"), [
     ("text/html", "html"), ("application/xhtml+xml", "html"), ("text/plain", "text"), ("text/markdown", "text"),
     ("application/json", "text"), ("application/ld+json", "text"), ("application/vnd.api+json", "text"),
-    ("application/rss+xml", "text"), ("image/svg+xml", "text"), ("application/pdf", "binary"),
-    ("image/png", "binary"), ("application/zip", "binary"), ("video/mp4", "binary"),
+    ("application/rss+xml", "text"), ("image/svg+xml", "text"), ("image/png", "binary"), ("video/mp4", "binary"),
+    ("font/woff2", "binary"), ("application/pdf", None), ("application/zip", None), ("application/x-python", None),
     ("", None), ("application/octet-stream", None),
 ])
 def test_the_declared_type_decides_first(mime: str, kind: str | None) -> None:
@@ -27,18 +27,22 @@ def test_the_declared_type_decides_first(mime: str, kind: str | None) -> None:
 
 
 def test_the_first_bytes_overrule_a_text_type_and_decide_an_unknown_one() -> None:
-    assert sniffed_kind("html", PDF[:8192]) == ("binary", "application/pdf")
-    assert sniffed_kind("text", b"plain words") == ("text", None)
-    assert sniffed_kind(None, ARTICLE.encode()) == ("html", "text/html")
-    assert sniffed_kind(None, b"\xef\xbb\xbf <!-- a --> <!-- b -->\n<HTML lang=en>") == ("html", "text/html")
-    assert sniffed_kind(None, b"# A markdown note\n\n<html> is mentioned") == ("text", "text/plain")
-    assert sniffed_kind(None, bytes(range(256)))[0] == "binary"
+    assert sniffed_kind("html", "text/html", PDF[:8192]) == ("binary", "application/pdf")
+    assert sniffed_kind(None, "application/pdf", PDF[:8192]) == ("binary", "application/pdf")
+    assert sniffed_kind(None, "application/octet-stream", PNG) == ("binary", "image/png")
+    assert sniffed_kind(None, "application/vnd.ms-excel", bytes(range(256))) == ("binary", "application/vnd.ms-excel")
+    assert sniffed_kind("text", "text/plain", b"plain words") == ("text", "text/plain")
+    assert sniffed_kind(None, "", ARTICLE.encode()) == ("html", "text/html")
+    assert sniffed_kind(None, "", b"\xef\xbb\xbf <!-- a --> <!-- b -->\n<HTML lang=en>") == ("html", "text/html")
+    assert sniffed_kind(None, "", b"# A markdown note\n\n<html> is mentioned") == ("text", "text/plain")
+    assert sniffed_kind(None, "application/x-python", b"import os\n") == ("text", "application/x-python")
+    assert sniffed_kind(None, "", bytes(range(256)))[0] == "binary"
 
 
 def test_comments_before_the_first_tag_cannot_make_the_check_slow() -> None:
     head = b"<!-- a -->" * 200 + b"<!--" * 100 + b"x"
     started = time.monotonic()
-    assert sniffed_kind(None, head[:8192]) == ("text", "text/plain")
+    assert sniffed_kind(None, "", head[:8192]) == ("text", "text/plain")
     assert time.monotonic() - started < 0.5
 
 
