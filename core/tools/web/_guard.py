@@ -110,7 +110,9 @@ def refusal(ip: Address, settings: WebSettings) -> str | None:
 
 def _literal(host: str) -> Address | None:
     """The address ``host`` is written as, in any form the C library accepts; None for a name."""
-    bare = host.strip("[]").partition("%")[0]
+    bare = host.strip("[]")
+    if ":" in bare:  # an IPv6 address may carry a zone (fe80::1%eth0); a name's % is just a bad name
+        bare = bare.partition("%")[0]
     try:
         return ip_address(bare)
     except ValueError:

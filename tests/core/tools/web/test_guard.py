@@ -65,14 +65,15 @@ def test_the_test_seam_replaces_the_check_but_not_for_metadata() -> None:
 @pytest.mark.parametrize("host", [
     "127.0.0.1", "[::1]", "2130706433", "0x7f000001", "0x7f.1", "017700000001", "0177.0.0.1", "127.1",
     "0", "0x0", "[::ffff:127.0.0.1]", "[::ffff:7f00:1]", "169.254.169.254", "2852039166", "0xa9fea9fe",
-    "[fe80::1%25eth0]", "10.0.0.1", "100.64.0.1",
+    "[fe80::1%25eth0]", "10.0.0.1", "100.64.0.1", "１２７.０.０.１", "127.000.000.001", "0x7f.0x0.0x0.0x1",
 ])
 def test_literal_addresses_in_every_spelling_are_refused_without_dns(host: str) -> None:
     with pytest.raises(UrlRefusedError, match="only reads public addresses"):
         check_url(URL(f"http://{host}/x"), DEFAULT)
 
 
-@pytest.mark.parametrize("url", ["http://example.org/", "https://8.8.8.8/", "http://1e100.net/", "http://0day.com/"])
+@pytest.mark.parametrize("url", ["http://example.org/", "https://8.8.8.8/", "http://1e100.net/", "http://0day.com/",
+                                 "http://127%2e0%2e0%2e1/"])  # not an address: the resolver has the last word
 def test_public_literals_and_names_pass_the_url_check(url: str) -> None:
     assert check_url(URL(url), DEFAULT)  # a name is checked later, by the resolver
 
