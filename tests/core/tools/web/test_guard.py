@@ -111,6 +111,17 @@ async def test_a_name_is_checked_by_the_resolver_the_connection_uses() -> None:
         await opened.close()
 
 
+@pytest.mark.parametrize("host", ["2130706433", "0x7f.1", "017700000001", "127.1", "0x7f000001"])
+async def test_the_resolver_reads_numeric_hosts_as_addresses_and_refuses_them_too(host: str) -> None:
+    # Behind check_url, should a spelling ever slip past it: getaddrinfo reads these without DNS.
+    resolver = GuardedResolver(DEFAULT)
+    try:
+        with pytest.raises(UrlRefusedError, match=r"resolves to a loopback address \(127\.0\.0\.1\)"):
+            await resolver.resolve(host, 80)
+    finally:
+        await resolver.close()
+
+
 @pytest.mark.parametrize("url", [
     "http://169.254.169.254/latest/meta-data/iam/security-credentials/", "http://[::1]/", "http://0x7f000001/",
     "http://2130706433/", "http://localhost/", "http://[fd00:ec2::254]/", "http://100.100.100.200/",
