@@ -17,6 +17,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+import structlog
+
 from core.media import human_size
 
 from ._content import decode_text
@@ -25,6 +27,8 @@ from ._plain import crude_text, html_title, plain_text, strip_invisible
 from ._settings import WebSettings
 
 __all__ = ["Page", "render"]
+
+log = structlog.get_logger("hermes.tools.web")
 
 #: the most HTML (scripts and styles already gone) handed to the extractor
 _MAX_HTML_CHARS = 1_000_000
@@ -86,6 +90,11 @@ async def _html(fetched: Fetched, settings: WebSettings) -> Page:
         # The thread finishes on its own (its input is capped); this call does not wait for it.
         text, article = await asyncio.to_thread(crude_text, visible), False
         notes.append("Reading the page took too long; this is its text without any layout.")
+    except Exception:
+        # A parser's bug on one odd page must not cost the model the page: the crude text, and a trace.
+        log.warning("web.extract_failed", exc_info=True)
+        text, article = await asyncio.to_thread(crude_text, visible), False
+        notes.append("The page could not be laid out; this is its text without any layout.")
     else:
         if not article:
             notes.append("No article was found on the page; this is all of its text.")

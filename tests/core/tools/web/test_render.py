@@ -8,7 +8,7 @@ import time
 import pytest
 
 from core.tools import ToolContext
-from core.tools.web import WebSettings, web_tools
+from core.tools.web import WebSettings, _render, web_tools
 from core.tools.web._content import declared_kind, decode_text, sniffed_kind
 from core.tools.web._plain import crude_text, html_title, plain_text, strip_invisible
 
@@ -96,3 +96,30 @@ async def test_a_hostile_page_is_fetched_and_read_quickly(server: WebServer, ctx
     result = await web_tools(WebSettings(allow_private=True))[0].handler({"url": server.url("/hostile")}, ctx)
     assert time.monotonic() - started < 10
     assert result.startswith(f"URL: {server.url('/hostile')}")
+
+
+async def test_an_extractor_failure_still_gives_the_text(server: WebServer, ctx: ToolContext,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # Nothing real makes trafilatura raise on demand: a stand-in that does.
+    def broken(page: str, url: str) -> tuple[str, bool]:
+        raise RuntimeError("a parser bug")
+
+    monkeypatch.setattr(_render, "_readable", broken)
+    result = await web_tools(WebSettings(allow_private=True))[0].handler({"url": server.url("/page")}, ctx)
+    assert "Note: The page could not be laid out; this is its text without any layout." in result
+    assert "Main heading" in result and "do not show me" not in result
+
+
+async def test_a_slow_extraction_gives_the_text_in_time(server: WebServer, ctx: ToolContext,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    def slow(page: str, url: str) -> tuple[str, bool]:
+        time.sleep(1.0)
+        return "late", True
+
+    monkeypatch.setattr(_render, "_readable", slow)
+    started = time.monotonic()
+    result = await web_tools(WebSettings(allow_private=True, timeout=0.3))[0].handler(
+        {"url": server.url("/page")}, ctx)
+    assert time.monotonic() - started < 0.9
+    assert "Note: Reading the page took too long; this is its text without any layout." in result
+    assert "Main heading" in result and "late" not in result
