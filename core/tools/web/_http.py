@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass
+from typing import Literal
 
 import aiohttp
 import structlog
@@ -24,7 +25,7 @@ from ._content import Kind, declared_kind, sniffed_kind
 from ._guard import GuardedResolver, UrlRefusedError, check_url
 from ._settings import WebSettings
 
-__all__ = ["MAX_REDIRECTS", "Fetched", "fetch", "read_capped"]
+__all__ = ["MAX_REDIRECTS", "Cut", "Fetched", "fetch", "read_capped"]
 
 log = structlog.get_logger("hermes.tools.web")
 
@@ -32,6 +33,11 @@ MAX_REDIRECTS = 5
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
 _ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.9,*/*;q=0.5"
+#: a body still arriving this long before the time cap is cut there, so that what came is kept
+_READ_MARGIN = 0.25
+
+#: why a body was cut: it was longer than ``max_download_bytes``, or still arriving at the time cap
+Cut = Literal["size", "time"]
 
 
 @dataclass(frozen=True)
@@ -49,8 +55,8 @@ class Fetched:
     body: bytes
     #: bytes in all: the declared length or the count; None when unknown (a body not read)
     size: int | None
-    #: the body was longer than ``max_download_bytes`` and was cut there
-    cut: bool
+    #: why the body is only its first part (None: it is whole)
+    cut: Cut | None
     redirects: int
 
 
@@ -86,35 +92,41 @@ def _too_large(host: str, declared: int, cap: int) -> ToolError:
                      f"({human_size(cap)}); try a more specific URL.")
 
 
-async def _body(resp: aiohttp.ClientResponse, host: str, settings: WebSettings) -> tuple[Kind, str, bytes, bool]:
-    """The response's kind, type, body and whether the body was cut; a binary body is not read."""
+async def _body(resp: aiohttp.ClientResponse, host: str, settings: WebSettings,
+                deadline: float) -> tuple[Kind, str, bytes, Cut | None]:
+    """The response's kind, type, body and why it was cut; a binary body is not read.
+
+    The rest of a body (past its first bytes) still arriving near ``deadline`` is cut there: a
+    slow site's first part is worth more to the model than an error."""
     mime = resp.content_type.lower() if "Content-Type" in resp.headers else ""
     declared = declared_kind(mime)
     length = resp.content_length
     if declared == "binary":
-        return "binary", mime, b"", False
+        return "binary", mime, b"", None
     if declared is not None and length is not None and length > settings.max_download_bytes:
         raise _too_large(host, length, settings.max_download_bytes)
     body = bytearray()
-    cut = False
     async for chunk in resp.content.iter_chunked(_CHUNK):
         body += chunk
         if len(body) >= SNIFF_BYTES:
             break
     kind, shown = sniffed_kind(declared, mime, bytes(body[:SNIFF_BYTES]))
     if kind == "binary":
-        return kind, shown, b"", False
+        return kind, shown, b"", None
     if declared is None and length is not None and length > settings.max_download_bytes:
         raise _too_large(host, length, settings.max_download_bytes)
     if len(body) > settings.max_download_bytes:
         del body[settings.max_download_bytes:]
-        cut = True
-    else:
-        cut = await read_capped(resp, settings.max_download_bytes, body)
+        return kind, shown, bytes(body), "size"
+    try:
+        async with asyncio.timeout_at(deadline - _READ_MARGIN):
+            cut: Cut | None = "size" if await read_capped(resp, settings.max_download_bytes, body) else None
+    except TimeoutError:
+        cut = "time"
     return kind, shown, bytes(body), cut
 
 
-async def _fetch(session: aiohttp.ClientSession, url: URL, settings: WebSettings) -> Fetched:
+async def _fetch(session: aiohttp.ClientSession, url: URL, settings: WebSettings, deadline: float) -> Fetched:
     current = url
     for hop in range(MAX_REDIRECTS + 1):
         host = check_url(current, settings)
@@ -130,8 +142,8 @@ async def _fetch(session: aiohttp.ClientSession, url: URL, settings: WebSettings
                 continue
             if resp.status >= 300:
                 raise _status_error(host, resp.status, resp.reason)
-            kind, mime, body, cut = await _body(resp, host, settings)
-            size = len(body) if kind != "binary" and not cut else resp.content_length
+            kind, mime, body, cut = await _body(resp, host, settings, deadline)
+            size = len(body) if kind != "binary" and cut is None else resp.content_length
             return Fetched(url=str(current), status=resp.status, kind=kind, mime=mime, charset=resp.charset,
                            body=body, size=size, cut=cut, redirects=hop)
     raise UrlRefusedError(f"The URL redirected more than {MAX_REDIRECTS} times; web_fetch stopped there.")
@@ -154,8 +166,9 @@ async def fetch(url: str, settings: WebSettings) -> Fetched:
     host = start.raw_host or "the site"
     try:
         check_url(start, settings)  # before a session exists: a refused URL costs nothing
-        async with asyncio.timeout(settings.timeout), _session(settings) as session:
-            fetched = await _fetch(session, start, settings)
+        deadline = asyncio.get_running_loop().time() + settings.timeout
+        async with asyncio.timeout_at(deadline), _session(settings) as session:
+            fetched = await _fetch(session, start, settings, deadline)
     except UrlRefusedError as exc:
         log.info("web.fetch_refused", host=host, reason=str(exc))
         raise

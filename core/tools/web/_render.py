@@ -117,8 +117,12 @@ async def render(fetched: Fetched, settings: WebSettings) -> Page:
     else:
         text = decode_text(fetched.body, fetched.charset, "text")
         page = Page(None, text if text.strip() else "(The response is empty.)")
-    if fetched.cut:
+    if fetched.cut == "size":
         note = (f"The response is longer than web_fetch downloads ({human_size(settings.max_download_bytes)}); "
                 "only its first part was read.")
+        page = Page(page.title, page.text, (note, *page.notes))
+    elif fetched.cut == "time":
+        note = (f"The response was still arriving when web_fetch stopped waiting ({settings.timeout:g} s); "
+                f"only its first {human_size(len(fetched.body))} were read.")
         page = Page(page.title, page.text, (note, *page.notes))
     return page

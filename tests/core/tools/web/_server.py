@@ -174,6 +174,21 @@ def _app(server: WebServer) -> web.Application:
             pass
         return response
 
+    @routes.get("/trickle")
+    async def trickle(request: web.Request) -> web.StreamResponse:
+        # 20 KB at once, then a byte now and then, for ever: a slow site
+        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        try:
+            await response.write(b"first part " * 2000)
+            while not server.release.is_set():
+                await asyncio.sleep(0.1)
+                await response.write(b".")
+        except (ConnectionError, RuntimeError):
+            pass
+        return response
+
     @routes.get("/slow")
     async def slow(request: web.Request) -> web.Response:
         await server.release.wait()

@@ -135,6 +135,15 @@ async def test_a_server_that_never_answers_times_out(ctx: ToolContext) -> None:
         assert accepted == [1]
 
 
+async def test_a_body_still_arriving_at_the_time_cap_gives_its_first_part(server: WebServer,
+                                                                         ctx: ToolContext) -> None:
+    started = time.monotonic()
+    result = await _fetch(server.url("/trickle"), ctx, WebSettings(allow_private=True, timeout=1.0))
+    assert time.monotonic() - started < 1.5
+    assert "Note: The response was still arriving when web_fetch stopped waiting (1 s); only its first 21 KB" in result
+    assert result.partition("\n\n")[2].startswith("first part first part")
+
+
 async def test_a_slow_handler_times_out_too(server: WebServer, ctx: ToolContext) -> None:
     with pytest.raises(ToolError, match="did not answer in time"):
         await _fetch(server.url("/slow"), ctx, WebSettings(allow_private=True, timeout=0.5))
