@@ -34,6 +34,9 @@ _MAX_RESPONSE_BYTES = 2 * 2**20
 _MAX_SNIPPET_CHARS = 400
 _MAX_QUERY_CHARS = 500
 _SPACES = re.compile(r"\s+")
+#: what SearXNG's limiter (when the operator turned it on) looks for in a browser's request: an
+#: Accept naming text/html and an Accept-Language; without them it answers 429 to every search
+_HEADERS = {"Accept": "application/json, text/html;q=0.1", "Accept-Language": "*"}
 
 _DESCRIPTION = (
     "Search the web. Returns a numbered list of results (title, URL, snippet). Read a result in full "
@@ -105,7 +108,7 @@ async def _searxng(query: str, count: int, settings: WebSettings) -> _Results:
     host = endpoint.raw_host or "the search service"
     try:
         async with asyncio.timeout(settings.timeout), aiohttp.ClientSession(
-                trust_env=False, headers={"User-Agent": settings.user_agent, "Accept": "application/json"},
+                trust_env=False, headers=_HEADERS | {"User-Agent": settings.user_agent},
         ) as session, session.get(endpoint) as resp:
             if resp.status != 200:
                 log.warning("web.search_failed", host=host, status=resp.status)

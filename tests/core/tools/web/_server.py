@@ -41,6 +41,8 @@ class WebServer:
     hits: list[str] = field(default_factory=list)
     #: what the SearXNG endpoint was asked (its query string)
     searches: list[dict[str, str]] = field(default_factory=list)
+    #: the headers of those requests
+    search_headers: list[dict[str, str]] = field(default_factory=list)
     #: bytes the endless handlers managed to write before the client went away
     written: dict[str, int] = field(default_factory=dict)
     release: asyncio.Event = field(default_factory=asyncio.Event)
@@ -207,6 +209,7 @@ def _app(server: WebServer) -> web.Application:
     @routes.get("/searx/search")
     async def search(request: web.Request) -> web.Response:
         server.searches.append(dict(request.query))
+        server.search_headers.append(dict(request.headers))
         if request.query.get("format") != "json":
             return web.Response(status=400)
         if request.query["q"] == "nothing":

@@ -54,6 +54,10 @@ async def test_results_are_a_numbered_list(server: WebServer, ctx: ToolContext) 
                       "\n\n2. Result 2\n   https://example.org/2\n   Snippet number 2."
                       "\n\n3. Result 3\n   https://example.org/3\n   Snippet number 3.")
     assert server.searches == [{"q": "hermes gateway", "format": "json"}]
+    # What SearXNG's limiter wants of a client, so an instance with it on still answers
+    headers = server.search_headers[0]
+    assert "text/html" in headers["Accept"] and headers["Accept-Language"]
+    assert "gzip" in headers["Accept-Encoding"] and "Python" not in headers["User-Agent"]
 
 
 @pytest.mark.parametrize("path", ["/searx", "/searx/", "/searx/search", "/searx?token=t", "/searx/search?token=t"])
