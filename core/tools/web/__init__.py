@@ -7,11 +7,13 @@ caps), ``_content`` (HTML, text or something else), ``_plain`` and ``_render`` (
 readable), ``_fetch_tool`` and ``_search`` (the two tools), ``_toolset``.
 """
 
+from ._fetch_tool import HEADER_ROOM
 from ._guard import UrlRefusedError, address_refusal
 from ._settings import Address, WebSettings
 from ._toolset import web_search_unavailable_reason, web_tools
 
 __all__ = [
+    "HEADER_ROOM",
     "Address",
     "UrlRefusedError",
     "WebSettings",

@@ -32,6 +32,10 @@ class WebSettings:
     search_provider: str = "searxng"
     #: results web_search returns at most (the model may ask for fewer)
     search_max_results: int = 8
+    #: the most characters of a page web_fetch returns (the model may ask for fewer; 20 000 by
+    #: default). Keep it ``HEADER_ROOM`` under the registry's cap on a result
+    #: (``agent.max_tool_result_kb``), or a long page is cut again without web_fetch's note.
+    max_chars: int = 100_000
     user_agent: str = "Mozilla/5.0 (compatible; hermes-gateway/0.1; +web_fetch)"
     #: for tests only: which addresses are refused, in place of the real check (a test server
     #: listens on 127.0.0.1, so a test forbids e.g. 127.0.0.2 alone). None: the real check.

@@ -9,7 +9,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from core.tools import ToolContext, ToolError, ToolRegistry
-from core.tools.web import UrlRefusedError, WebSettings, web_tools
+from core.tools.web import HEADER_ROOM, UrlRefusedError, WebSettings, web_tools
 
 from ._server import WebServer, silent_listener
 
@@ -75,6 +75,19 @@ async def test_long_content_is_cut_at_max_chars_with_a_note(server: WebServer, c
     assert len(result) < 1300
     whole = await _fetch(server.url("/long-text"), ctx)
     assert "[Cut: the first 20,000 of 100,000" in whole
+
+
+async def test_max_chars_stays_under_the_result_cap_the_daemon_sets(server: WebServer, ctx: ToolContext) -> None:
+    # agent.max_tool_result_kb: 8 -> the daemon gives web_fetch 8 KB less its header room
+    settings = WebSettings(allow_private=True, max_chars=8 * 1024 - HEADER_ROOM)
+    tool = web_tools(settings)[0]
+    assert tool.parameters["properties"]["max_chars"]["maximum"] == 5192
+    assert tool.max_result_chars == 8 * 1024 and "at most 5,192" in tool.description
+    result = await tool.handler({"url": server.url("/long-text")}, ctx)
+    assert "[Cut: the first 5,192 of 100,000 characters are shown.]" in result  # already the most
+    assert len(result) <= 8 * 1024
+    with pytest.raises(ToolError, match="'max_chars' must be between 500 and 5192"):
+        await tool.handler({"url": server.url("/long-text"), "max_chars": 20_000}, ctx)
 
 
 async def test_redirects_are_followed_up_to_five(server: WebServer, ctx: ToolContext) -> None:
