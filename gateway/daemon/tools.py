@@ -10,9 +10,10 @@ from __future__ import annotations
 from core.tools import Tool, ToolRegistry, builtin_tools
 from core.tools.files import FilesSettings, file_tools
 from core.tools.terminal import TerminalSettings, terminal_settings, terminal_tool
+from core.tools.web import HEADER_ROOM, WebSettings, web_tools
 from gateway.config import LoadedConfig, read_dotenv
 
-__all__ = ["files_settings", "terminal_config", "tool_registry"]
+__all__ = ["files_settings", "terminal_config", "tool_registry", "web_settings"]
 
 #: what a result's head-and-tail note and exit line take beyond the output itself
 _RESULT_FRAME_KB = 2
@@ -31,7 +32,17 @@ def terminal_config(config: LoadedConfig) -> TerminalSettings:
                              max_output_kb=output_kb, dotenv=read_dotenv(config.home / ".env"))
 
 
+def web_settings(config: LoadedConfig) -> WebSettings:
+    w = config.settings.tools.web
+    return WebSettings(allow_private=w.allow_private, timeout=w.timeout,
+                       max_download_bytes=int(w.max_download_mb * 2**20), search_url=w.search.url,
+                       search_provider=w.search.provider, search_max_results=w.search.max_results,
+                       # a page's own "ask for more" note must survive the registry's cap
+                       max_chars=max(1024, config.settings.agent.max_tool_result_kb * 1024 - HEADER_ROOM))
+
+
 def tool_registry(config: LoadedConfig) -> ToolRegistry:
     """Every tool of this run, results capped at ``agent.max_tool_result_kb``."""
-    tools: list[Tool] = [*builtin_tools(), *file_tools(files_settings(config)), terminal_tool(terminal_config(config))]
+    tools: list[Tool] = [*builtin_tools(), *file_tools(files_settings(config)), terminal_tool(terminal_config(config)),
+                         *web_tools(web_settings(config))]
     return ToolRegistry(tools, max_result_chars=config.settings.agent.max_tool_result_kb * 1024)

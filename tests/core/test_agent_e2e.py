@@ -35,7 +35,7 @@ async def test_tool_loop_through_the_daemon(tmp_path: Path, fake_openai: FakeOpe
     first, second = fake_openai.chat_requests
     assert {t["function"]["name"] for t in first.body["tools"]} == {
         "memory", "session_search", "skills_categories", "skills_list", "skill_view", "skill_manage", "send_file",
-        "read_file", "write_file", "patch", "search_files", "terminal"}
+        "read_file", "write_file", "patch", "search_files", "terminal", "web_fetch"}
     assert second.body["messages"][-1]["role"] == "tool"
 
 
@@ -45,7 +45,7 @@ async def test_toolsets_per_platform_from_config(tmp_path: Path, fake_openai: Fa
         assert (await gw.ask("hi")).status_code == 200
     names = {t["function"]["name"] for t in fake_openai.chat_requests[0].body["tools"]}
     assert names == {"memory", "session_search", "send_file", "read_file", "write_file", "patch", "search_files",
-                     "terminal"}
+                     "terminal", "web_fetch"}
 
 
 async def test_compression_splits_and_the_chat_continues_in_the_new_session(
