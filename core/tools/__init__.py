@@ -7,7 +7,7 @@ import importlib
 import structlog
 
 from ._base import FileOutbox, Tool, ToolContext, ToolError, ToolHandler
-from ._overview import ToolOverview, ToolStatus, server_reason, tool_overview
+from ._overview import ToolOverview, ToolStatus, server_reason, tool_overview, unavailable_tool
 from ._registry import GROUP_CHAT_TYPES, GroupToolPolicy, ToolOutcome, ToolRegistry, ToolsetPolicy
 from .approval import ApprovalDecision, ApprovalRequest, Approver, require_approval
 
@@ -64,4 +64,5 @@ __all__ = [
     "require_approval",
     "server_reason",
     "tool_overview",
+    "unavailable_tool",
 ]

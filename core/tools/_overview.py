@@ -6,10 +6,11 @@ Pure: built from a registry, the platform's policies and the MCP servers' status
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ._base import Tool, ToolContext, ToolError
 from ._registry import GroupToolPolicy, ToolRegistry, ToolsetPolicy
 from .mcp import McpServerStatus
 
@@ -54,6 +55,17 @@ class ToolOverview:
                    tuple(McpServerStatus(**{**s, "tools": tuple(s.get("tools") or ())})
                          for s in data.get("servers") or ()),
                    tuple(data.get("blocked_servers") or ()))
+
+
+def unavailable_tool(name: str, toolset: str, reason: str, description: str = "") -> Tool:
+    """A tool that is listed (``/tools`` says ``reason``) but never offered: ``web_search`` without
+    a search service. The registry's views leave it out; its handler only says why."""
+
+    async def handler(args: Mapping[str, Any], ctx: ToolContext) -> str:
+        raise ToolError(f"{name} is not available: {reason}")
+
+    return Tool(name, description or f"{name} (not available)", {"type": "object", "properties": {}}, handler,
+                toolset=toolset, unavailable=reason)
 
 
 def _first_line(text: str) -> str:

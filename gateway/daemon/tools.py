@@ -7,10 +7,10 @@ tools join per turn.
 
 from __future__ import annotations
 
-from core.tools import Tool, ToolRegistry, builtin_tools
+from core.tools import Tool, ToolRegistry, builtin_tools, unavailable_tool
 from core.tools.files import FilesSettings, file_tools
 from core.tools.terminal import TerminalSettings, terminal_settings, terminal_tool
-from core.tools.web import HEADER_ROOM, WebSettings, web_tools
+from core.tools.web import HEADER_ROOM, WebSettings, web_search_unavailable_reason, web_tools
 from gateway.config import LoadedConfig, read_dotenv
 
 __all__ = ["files_settings", "terminal_config", "tool_registry", "web_settings"]
@@ -43,6 +43,9 @@ def web_settings(config: LoadedConfig) -> WebSettings:
 
 def tool_registry(config: LoadedConfig) -> ToolRegistry:
     """Every tool of this run, results capped at ``agent.max_tool_result_kb``."""
+    web = web_settings(config)
     tools: list[Tool] = [*builtin_tools(), *file_tools(files_settings(config)), terminal_tool(terminal_config(config)),
-                         *web_tools(web_settings(config))]
+                         *web_tools(web)]
+    if (reason := web_search_unavailable_reason(web)) is not None:
+        tools.append(unavailable_tool("web_search", "web", reason, "Search the web (SearXNG)"))  # for /tools only
     return ToolRegistry(tools, max_result_chars=config.settings.agent.max_tool_result_kb * 1024)

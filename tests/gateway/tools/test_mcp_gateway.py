@@ -203,6 +203,7 @@ def test_tools_cli_without_a_daemon_reads_the_config(tmp_path: Path) -> None:
     assert "the toolset memory is disabled on telegram" in result.output
     assert "terminal (terminal): off in groups and channels (tools.groups.terminal)" in result.output
     assert "(tools.groups.file_writes)" in result.output and "write_file" in result.output
+    assert "web_search (web): no search service is configured" in result.output
     write_config(home, {"mcp_servers": {"fake": {"command": "srv", "env": {"K": "${MISSING_ONE}"}}}})
     result = _cli("--home", str(home))
     assert result.exit_code == EX_CONFIG and "mcp_servers.fake.env.K" in result.output
