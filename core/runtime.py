@@ -40,7 +40,7 @@ from .learning import MEMORY_TOOL, SKILL_TOOL, review_prompt
 from .llm import ModelClient
 from .prompt import PromptContext, SkillEntry, build_system_prompt
 from .titles import auto_title
-from .tools import FileOutbox, ToolContext, ToolRegistry, builtin_registry
+from .tools import Approver, FileOutbox, ToolContext, ToolRegistry, builtin_registry
 from .tools.send_file import file_roots
 
 if TYPE_CHECKING:
@@ -120,12 +120,14 @@ class AgentRuntime:
         return HermesAgent(self, nudges=nudges)
 
     def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
-                     session_key: str | None = None, files: FileOutbox | None = None) -> ToolContext:
+                     session_key: str | None = None, files: FileOutbox | None = None,
+                     approver: Approver | None = None, chat_type: str | None = None) -> ToolContext:
         return ToolContext(session_id=session_id, platform=platform, home=self.home, store=self.store,
                            user_id=user_id, session_key=session_key,
                            recall_all=self.settings.recalls_everything(platform, user_id),
                            toolsets=self.tools_for(platform).toolsets, env_names=self.settings.env_names,
-                           files=files, file_roots=file_roots(self.home))
+                           files=files, file_roots=file_roots(self.home), approver=approver,
+                           chat_type=chat_type)
 
     def skill_needs(self, platform: str) -> SkillNeeds:
         """What this platform's agent has, for the skills that require toolsets or variables."""

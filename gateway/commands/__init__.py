@@ -4,8 +4,10 @@
 - ``builtin``: /help, /status, /stop
 - ``sessions``: /new, /reset, /title, /resume, /sessions
 - ``misc``: /queue, /compress, /sethome, /handoff
+- ``approvals``: /approve, /deny (the answers to a tool's approval question)
 """
 
+from gateway.commands.approvals import register_approval_commands
 from gateway.commands.builtin import register_builtin_commands
 from gateway.commands.misc import register_misc_commands
 from gateway.commands.sessions import register_session_commands
@@ -18,3 +20,4 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_builtin_commands(registry)
     register_session_commands(registry)
     register_misc_commands(registry)
+    register_approval_commands(registry)

@@ -14,6 +14,7 @@ from typing import Protocol
 from adapters.base import Adapter, InboundMessage
 from gateway.config import LoadedConfig
 from gateway.media import MediaIntake
+from gateway.routing.approvals import Approvals
 from gateway.routing.dedupe import Dedupe
 from gateway.routing.delivery import Delivery
 from gateway.routing.home_channels import HomeChannels
@@ -59,4 +60,6 @@ class Services:
     #: attachments taken in for a turn; None: messages with files are told they cannot be read
     media: MediaIntake | None = None
     model_name: str | None = None
+    #: the approval questions waiting for a person (``tools.approvers`` may answer any)
+    approvals: Approvals = field(default_factory=Approvals)
     started_at: float = field(default_factory=time.time)
