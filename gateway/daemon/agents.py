@@ -6,6 +6,7 @@ from __future__ import annotations
 from core import AgentRuntime
 from core.agent import Agent, TurnRequest
 from core.llm import ModelClient
+from core.tools import ToolRegistry
 from gateway.daemon.settings import agent_settings
 from gateway.routing.services import Services
 from gateway.routing.session_index import rebind_in_transaction
@@ -17,8 +18,10 @@ class DefaultAgents:
     Also the daemon's compressor (/compress) and its memory flush before a reset.
     """
 
-    def __init__(self, client: ModelClient) -> None:
+    def __init__(self, client: ModelClient, *, registry: ToolRegistry | None = None) -> None:
+        """``registry``: the agent's tools (None: core's built-in set); a test gives its own here."""
         self._client = client
+        self._registry = registry
         self._runtime: AgentRuntime | None = None
 
     def runtime(self, services: Services) -> AgentRuntime:
@@ -26,7 +29,7 @@ class DefaultAgents:
             # The chat's key moves in the same transaction as a compression split.
             self._runtime = AgentRuntime(
                 services.store, self._client, agent_settings(services.config), home=services.config.home,
-                rebind_op=rebind_in_transaction,
+                registry=self._registry, rebind_op=rebind_in_transaction,
             )
         return self._runtime
 
