@@ -1,5 +1,10 @@
 """The API server as an adapter: its routes, the requests waiting for their answers, and the
-answer written as JSON, as one SSE chunk, or (``open_stream``) as SSE while the model writes it."""
+answer written as JSON, as one SSE chunk, or (``open_stream``) as SSE while the model writes it.
+
+An approval question (there are no buttons here) goes to the request whose turn asks it: a streamed
+one shows it in the stream, then its outcome, and the answer goes on after them; a request without
+a stream is answered by the question itself. Either way the client answers with a new request from
+the same ``user``: ``/approve <id>``, ``/approve always <id>`` or ``/deny <id>``."""
 
 from __future__ import annotations
 
@@ -13,8 +18,10 @@ from urllib.parse import quote
 from aiohttp import web
 
 from .._ssrf import Network, fetch_public
+from ..approvals import ApprovalPrompt
 from ..base import (
     Adapter,
+    AdapterError,
     Disposition,
     MediaUnavailableError,
     OutboundMessage,
@@ -114,6 +121,23 @@ class ApiServerAdapter(Adapter):
         if waiting is not None and not waiting.answer.done():
             waiting.answer.set_result(message)
         return SendResult((message.reply_to,))
+
+    async def send_approval(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str | None:
+        """In the request's stream (its id, for ``settle_approval``), or as the request's answer (None)."""
+        waiting = self._waiting.get(target.reply_to) if target.reply_to is not None else None
+        if waiting is None or waiting.answer.done():
+            raise AdapterError("the request that asked is no longer waiting")
+        if waiting.stream is not None and await waiting.stream.interject(prompt.typed()):
+            return target.reply_to
+        waiting.answer.set_result(OutboundMessage(self.platform, target.chat_id, prompt.typed(),
+                                                  reply_to=target.reply_to, kind=SendKind.NOTICE))
+        return None
+
+    async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
+        """The outcome in the stream that shows the question (while its request waits)."""
+        waiting = self._waiting.get(message_id)
+        if waiting is not None and waiting.stream is not None:
+            await waiting.stream.interject(outcome)
 
     def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
         """The SSE stream of the request ``target`` answers, when it asked for ``stream: true``."""
