@@ -213,6 +213,9 @@ async def test_stop_while_the_question_waits_cancels_it(
         chat = fake.private_chat()["id"]
         await fake.user_says("touch the marker")
         prompt = await wait_prompt(fake, chat)
+        await fake.user_says("/status")  # immediate, like /approve: it does not wait behind the turn
+        status = await wait_said(fake, chat, "Approvals waiting here")
+        assert approval_id(prompt) in status["rendered"]
         await fake.user_says("/stop")
         await wait_settled(fake, chat, prompt, "⏹ Cancelled (the turn was stopped)")
         await wait_said(fake, chat, "Stopped")
