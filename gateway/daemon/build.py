@@ -67,7 +67,7 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         compressor=default,
         model_name=settings.model.default,
         media=build_media(config, store, blobs),
-        approvals=Approvals(approvers=settings.tools.approvers),
+        approvals=Approvals(approvers=settings.tools.approvers, store=store),
     )
     if memory_flush is None and default is not None:
         memory_flush = default.memory_flush

@@ -8,11 +8,12 @@ elsewhere), waits for ``/approve`` ``/deny`` (typed, or a button press the adapt
 same command, ``gateway.commands.approvals``) until ``tools.approval_timeout`` (no answer is a no),
 and shows the outcome in place of the question (``Adapter.settle_approval``).
 
-"Always" is remembered per session id, in memory: it ends with the daemon (a restart asks again,
-which errs on the safe side), and a new session (/new, a reset) asks again too.
+"Always" is remembered per session id, in state.db (``storage.approvals``, through the writer), so a
+restart keeps it; a new session (/new, a reset) asks again. Without a store (tests) it is kept in
+memory only.
 
-Nothing here is persisted: a pending question belongs to a running turn, and a restart ends
-that turn, so its question is gone with it (a late press hears "no approval ... is waiting").
+A pending question is not persisted: it belongs to a running turn, and a restart ends that turn,
+so its question is gone with it (a late press hears "no approval ... is waiting").
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 import string
+import time
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -31,6 +33,8 @@ from adapters.approvals import ApprovalChoice, ApprovalPrompt
 from adapters.base import Adapter, InboundMessage, OutboundMessage, SendKind
 from core.tools import ApprovalDecision, ApprovalRequest
 from gateway.config.tools import ToolsConfig
+from storage import StateStore
+from storage import approvals as always_rows
 
 __all__ = ["ApprovalAnswer", "Approvals", "PendingApproval", "Resolution", "TurnApprover", "new_approval_id"]
 
@@ -40,6 +44,8 @@ _ALPHABET = string.ascii_letters + string.digits
 ID_LENGTH = 8
 #: how many ended questions are remembered for "already answered" (older ids are "unknown")
 _SETTLED_KEPT = 2000
+#: sessions whose "always" patterns are cached (state.db has them all)
+_SESSIONS_CACHED = 2000
 #: the action is shown verbatim up to this many characters (a long heredoc would bury the question)
 _ACTION_SHOWN = 700
 #: the settled message repeats the action this short (it only reminds of what was asked)
@@ -124,13 +130,15 @@ def shown_action(action: str, limit: int = _ACTION_SHOWN) -> str:
 class Approvals:
     """The daemon's pending approvals, by id; and the "always" answers of each session."""
 
-    def __init__(self, *, approvers: Iterable[str] = ()) -> None:
+    def __init__(self, *, approvers: Iterable[str] = (), store: StateStore | None = None) -> None:
         """``approvers``: ``tools.approvers``, user ids ("123") or platform-qualified ones ("telegram:123")
-        who may answer any question besides its asker."""
+        who may answer any question besides its asker. ``store``: where "always" is kept (None: memory)."""
         self._approvers = frozenset(a.strip() for a in approvers if a.strip())
+        self._store = store
         self._pending: dict[str, PendingApproval] = {}
         self._settled: OrderedDict[str, str] = OrderedDict()
-        self._always: dict[str, set[str]] = {}
+        #: session id -> its "always" patterns (with a store: a cache of the sessions read lately)
+        self._always: OrderedDict[str, set[str]] = OrderedDict()
 
     @property
     def count(self) -> int:
@@ -204,12 +212,36 @@ class Approvals:
         while len(self._settled) > _SETTLED_KEPT:
             self._settled.popitem(last=False)
 
-    def remember(self, session_id: str, pattern: str) -> None:
-        """"Always": this exact pattern is not asked again in this session (while the daemon runs)."""
-        self._always.setdefault(session_id, set()).add(pattern)
+    async def remember(self, session_id: str, request: ApprovalRequest, approved_by: str | None) -> None:
+        """"Always": this exact pattern is not asked again in this session. A failed write leaves it
+        remembered until the daemon stops (the answer was given; only its keeping failed)."""
+        (await self._patterns(session_id)).add(request.pattern)
+        if self._store is None:
+            return
+        try:
+            await self._store.write(lambda c: always_rows.remember(
+                c, session_id, request.pattern, tool=request.tool, approved_by=approved_by, now=time.time()))
+        except Exception as exc:
+            log.warning("approval.always_not_stored", error_type=type(exc).__name__, error=str(exc)[:200])
 
-    def remembered(self, session_id: str, pattern: str) -> bool:
-        return pattern in self._always.get(session_id, ())
+    async def remembered(self, session_id: str, pattern: str) -> bool:
+        return pattern in await self._patterns(session_id)
+
+    async def _patterns(self, session_id: str) -> set[str]:
+        found = self._always.get(session_id)
+        if found is None:
+            found = set()
+            if self._store is not None:
+                try:
+                    found = await self._store.read(lambda c: always_rows.patterns(c, session_id))
+                except Exception as exc:  # asked again, which is the safe side
+                    log.warning("approval.always_unreadable", error_type=type(exc).__name__, error=str(exc)[:200])
+            found = self._always.setdefault(session_id, found)
+            if self._store is not None:
+                while len(self._always) > _SESSIONS_CACHED:
+                    self._always.popitem(last=False)
+        self._always.move_to_end(session_id)
+        return found
 
 
 class TurnApprover:
@@ -232,7 +264,7 @@ class TurnApprover:
         if policy == "deny":
             log.info("approval.refused_by_policy", tool=request.tool, reason=request.reason)
             return ApprovalDecision(False, "dangerous actions are refused here (tools.approvals: deny)")
-        if self._approvals.remembered(self._session_id, request.pattern):
+        if await self._approvals.remembered(self._session_id, request.pattern):
             log.info("approval.remembered", tool=request.tool)
             return ApprovalDecision(True, "approved before with \"always\" in this session")
         if self._adapter is None:
@@ -271,7 +303,7 @@ class TurnApprover:
                 verb = "approved" if approved else "denied"
                 decision = ApprovalDecision(approved, f"{verb} by {answer.user_id or 'someone'}")
                 if answer.choice == "always":
-                    self._approvals.remember(self._session_id, request.pattern)
+                    await self._approvals.remember(self._session_id, request, answer.user_id)
             self._approvals.close(pending, outcome)
             log.info("approval.settled", approved=decision.approved, why=decision.why)
             await self._settle(adapter, target, pending, outcome)

@@ -246,3 +246,22 @@ async def test_the_policy_deny_refuses_and_off_runs_without_asking(
             assert marker.read_text() == f"{why} (tools.approvals: off)\n"
         else:
             assert why in tool_results([r.body for r in fake_openai.chat_requests])[0]
+
+
+async def test_always_survives_a_restart_of_the_daemon(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake, marker = fake_telegram, tmp_path / "marker"
+    touch(fake_openai, marker, "Before the restart.")
+    touch(fake_openai, marker, "After the restart.")
+    chat = fake.private_chat()["id"]
+    async with gateway(tmp_path, fake, fake_openai):
+        await fake.user_says("touch the marker")
+        prompt = await wait_prompt(fake, chat)
+        await fake.user_presses((chat, prompt["message_id"]), approval_data(approval_id(prompt), "always"))
+        await wait_said(fake, chat, "Before the restart.")
+    async with gateway(tmp_path, fake, fake_openai):
+        await fake.user_says("once more")
+        await wait_said(fake, chat, "After the restart.")
+        assert len(prompts(fake, chat)) == 1
+        assert len(marker.read_text().splitlines()) == 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from pathlib import Path
 
 import pytest
 
@@ -155,3 +156,20 @@ async def test_a_stopped_turn_cancels_its_question() -> None:
     assert "⏹ Cancelled" in adapter.settled[0][1] and approvals.count == 0
     late = approvals.answer(approval_id, "approve", platform="telegram", user_id="1", user_name=None)
     assert late.status == "settled" and late.outcome is not None and late.outcome.startswith("⏹")
+
+
+async def test_always_is_kept_in_state_db_across_a_restart(db_path: Path) -> None:
+    from storage import StateStore, WriterSettings
+
+    async with StateStore(db_path, writer_settings=WriterSettings(synchronous="NORMAL")) as store:
+        first = Approvals(store=store)
+        assert not await first.remembered("s1", REQUEST.pattern)
+        await first.remember("s1", REQUEST, "1")
+        await first.remember("s1", REQUEST, "2")  # once is enough; the first stands
+    async with StateStore(db_path, writer_settings=WriterSettings(synchronous="NORMAL")) as store:
+        again = Approvals(store=store)  # a new daemon run
+        assert await again.remembered("s1", REQUEST.pattern)
+        assert not await again.remembered("s1", "rm -rf /") and not await again.remembered("s2", REQUEST.pattern)
+        rows = await store.read(lambda c: c.execute(
+            "SELECT session_id, pattern, tool, approved_by FROM gateway_approvals_always").fetchall())
+        assert [tuple(r) for r in rows] == [("s1", REQUEST.pattern, "terminal", "1")]
