@@ -265,3 +265,31 @@ async def test_always_survives_a_restart_of_the_daemon(
         await wait_said(fake, chat, "After the restart.")
         assert len(prompts(fake, chat)) == 1
         assert len(marker.read_text().splitlines()) == 2
+
+
+async def test_a_streamed_answer_never_edits_over_the_question(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake, marker = fake_telegram, tmp_path / "marker"
+    group = fake.group()
+    answer = " ".join(f"word{i}" for i in range(40)) + " done."
+    fake_openai.tokens_per_second = 200.0
+    fake_openai.reply_tool_calls([{"name": "touch", "arguments": {"path": str(marker)}}],
+                                 content="Let me touch it first.").reply(answer)
+    async with run_telegram_gateway(
+        tmp_path / "h", fake, fake_openai.base_url, agent_maker=approving_agents(),
+        telegram={"require_mention": False},
+        config={"streaming": {"min_chars": 5, "first_delay": 0.05, "edit_interval": 0.25, "tool_progress": True}},
+    ):
+        await fake.user_says("touch it, then tell me a story", chat=group)
+        prompt = await wait_prompt(fake, group["id"])
+        shown_before = [s["message_id"] for s in fake.sent if s["method"] == "sendMessage"
+                        and s["chat_id"] == group["id"] and s is not prompt]
+        assert shown_before and all(mid < prompt["message_id"] for mid in shown_before)  # it comes after them
+        await fake.user_presses((group, prompt["message_id"]), approval_data(approval_id(prompt), "approve"))
+        await fake.wait_for(lambda: any(answer == m.get("text") for m in fake.history(group)), WAIT,
+                            what="the whole answer")
+        edits_of_prompt = [s for s in fake.sent if s["method"] == "editMessageText"
+                           and s["message_id"] == prompt["message_id"]]
+        assert len(edits_of_prompt) == 1 and "✅ Approved by Alice" in edits_of_prompt[0]["rendered"]
+        assert "Approved by Alice" in (fake.message(group, prompt["message_id"]) or {})["text"]
