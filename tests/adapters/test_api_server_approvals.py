@@ -2,7 +2,8 @@
 client answers with a second request from the same ``user`` (``/approve <id>``, ``/deny <id>``).
 
 A streamed request shows the question in its stream, then the outcome, then the answer; a request
-without a stream is answered by the question itself.
+without a stream is answered by the question itself, and the request that answers the question gets
+the turn's answer after the command's reply.
 """
 
 from __future__ import annotations
@@ -81,15 +82,30 @@ async def test_a_request_without_a_stream_gets_the_question_and_deny_is_heard_by
         question = await ask(gw.http, "touch the marker")
         found = _ID.search(question)
         assert found is not None and f"touch {marker}" in question and "/deny" in question
-        assert await ask(gw.http, "/deny") == "⛔ Denied by alice."  # the one waiting in this chat
-
-        async def heard() -> list[str]:
-            while not (results := tool_results([r.body for r in fake_openai.chat_requests])):
-                await asyncio.sleep(0.05)
-            return results
-
-        [result] = await asyncio.wait_for(heard(), WAIT)
+        # The one waiting in this chat; the answer's response carries the turn's answer after it.
+        assert await ask(gw.http, "/deny") == "⛔ Denied by alice.\n\nI left it alone."
+        [result] = tool_results([r.body for r in fake_openai.chat_requests])
         assert "did not approve" in result and not marker.exists()
         assert "Nothing is waiting" in await ask(gw.http, "/approve")
         unknown: Any = await ask(gw.http, "/approve ZZZZ9999")
         assert "No approval ZZZZ9999 is waiting" in unknown
+
+
+async def test_after_a_timeout_the_late_answer_waits_for_the_users_next_approval_request(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    marker = tmp_path / "marker"
+    touch(fake_openai, marker, "Nobody said yes.")
+    async with run_gateway(tmp_path / "h", fake_openai.base_url, agent_maker=approving_agents(),
+                           config={"tools": {"approval_timeout": 0.5}}) as gw:
+        found = _ID.search(await ask(gw.http, "touch the marker"))
+        assert found is not None
+
+        async def answered() -> None:
+            while len(fake_openai.chat_requests) < 2:
+                await asyncio.sleep(0.05)
+
+        await asyncio.wait_for(answered(), WAIT)
+        await asyncio.sleep(0.3)  # the turn's answer has come, and nobody waited for it
+        late = await ask(gw.http, f"/approve {found.group(1)}")
+        assert late.startswith("Too late") and late.endswith("Nobody said yes.") and not marker.exists()
