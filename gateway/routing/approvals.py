@@ -315,7 +315,7 @@ class TurnApprover:
         if self._approvals.has_approvers:
             who += " (or an approver from tools.approvers)"
         return (f"🔐 Approval needed: {request.tool} wants to do this:\n\n{shown_action(request.action)}\n\n"
-                f"Why: {request.reason}\nWho can answer: {who}\n"
+                f"Why: {shown_action(request.reason, _ACTION_SETTLED)}\nWho can answer: {who}\n"
                 f"No answer within {pending.timeout:g} s means no.")
 
     async def _settle(self, adapter: Adapter, target: OutboundMessage, pending: PendingApproval,

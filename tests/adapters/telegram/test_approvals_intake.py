@@ -87,3 +87,35 @@ async def test_the_question_shows_the_action_verbatim_and_cuts_a_long_one(
         await fake.user_says("touch the long one")
         second = await wait_prompt(fake, chat, 2)
         assert "more characters)" in second["rendered"] and len(second["rendered"]) < 1500
+
+
+async def test_two_questions_in_one_chat_are_listed_and_answered_by_id(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake = fake_telegram
+    bob = fake.add_user("Bob")
+    group = fake.group()
+    alice_marker, bob_marker = tmp_path / "alice", tmp_path / "bob"
+    # Each person has a session of their own in the group, so both turns run and both ask.
+    fake_openai.reply_tool_calls([{"name": "touch", "arguments": {"path": str(alice_marker)}}])
+    fake_openai.reply_tool_calls([{"name": "touch", "arguments": {"path": str(bob_marker)}}])
+    fake_openai.reply("answered")
+    fake_openai.reply("answered")
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url, agent_maker=approving_agents(),
+                                    telegram={"require_mention": False},
+                                    env={"TELEGRAM_ALLOWED_USERS": f"{fake.user['id']},{bob['id']}"}):
+        await fake.user_says("touch mine", chat=group)
+        first = await wait_prompt(fake, group["id"])
+        await fake.user_says("touch mine too", chat=group, user=bob)
+        second = await wait_prompt(fake, group["id"], 2)
+        await fake.user_says("/approve", chat=group)
+        listing = await wait_said(fake, group["id"], "2 approvals are waiting")
+        assert approval_id(first) in listing["rendered"] and approval_id(second) in listing["rendered"]
+        await fake.user_says(f"/deny {approval_id(second)}", chat=group)  # Bob's: not Alice's to answer
+        await wait_said(fake, group["id"], "Only Bob can answer")
+        await fake.user_says(f"/approve {approval_id(first)}", chat=group)
+        await wait_settled(fake, group["id"], first, "✅ Approved by Alice")
+        await fake.user_says(f"/deny {approval_id(second)}", chat=group, user=bob)
+        await wait_settled(fake, group["id"], second, "⛔ Denied by Bob")
+        await fake.wait_for(lambda: alice_marker.exists(), WAIT, what="Alice's marker")
+        assert not bob_marker.exists()
