@@ -302,9 +302,10 @@ class TurnApprover:
                 approved = answer.choice != "deny"
                 verb = "approved" if approved else "denied"
                 decision = ApprovalDecision(approved, f"{verb} by {answer.user_id or 'someone'}")
-                if answer.choice == "always":
-                    await self._approvals.remember(self._session_id, request, answer.user_id)
+            # Closed before anything else is awaited: a /stop from here on finds nothing left open.
             self._approvals.close(pending, outcome)
+            if answer is not None and answer.choice == "always":
+                await self._approvals.remember(self._session_id, request, answer.user_id)
             log.info("approval.settled", approved=decision.approved, why=decision.why)
             await self._settle(adapter, target, pending, outcome)
             return decision
