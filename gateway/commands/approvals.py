@@ -30,9 +30,9 @@ def _edits_in_place(adapter: Adapter | None) -> bool:
 async def _approve(ctx: CommandContext) -> str | None:
     words = ctx.args.split()
     choice: ApprovalChoice = "approve"
-    if words and words[0].lower() == "always":
+    if any(w.lower() == "always" for w in words):  # "/approve always <id>", "/approve <id> always" alike
         choice = "always"
-        words = words[1:]
+        words = [w for w in words if w.lower() != "always"]
     if len(words) > 1:
         return "Usage: /approve [always] [id]"
     return _answer(ctx, choice, words[0] if words else None)
