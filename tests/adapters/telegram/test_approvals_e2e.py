@@ -62,6 +62,12 @@ async def wait_settled(fake: FakeTelegram, chat_id: int, prompt: dict[str, Any],
     return result
 
 
+def waiting(gw: RunningTelegram) -> int:
+    """The approvals the daemon holds open now."""
+    assert gw.gateway.services is not None
+    return gw.gateway.services.approvals.count
+
+
 def touch(fake_openai: FakeOpenAI, marker: Path, answer: str = "Done.") -> None:
     fake_openai.reply_tool_calls([{"name": "touch", "arguments": {"path": str(marker)}}]).reply(answer)
 
@@ -170,7 +176,7 @@ async def test_no_answer_within_the_timeout_is_a_deny_and_a_late_press_hears_it(
 ) -> None:
     fake, marker = fake_telegram, tmp_path / "marker"
     touch(fake_openai, marker, "Nobody answered, so I left it.")
-    async with gateway(tmp_path, fake, fake_openai, tools={"approval_timeout": 1}):
+    async with gateway(tmp_path, fake, fake_openai, tools={"approval_timeout": 1}) as gw:
         chat = fake.private_chat()["id"]
         await fake.user_says("touch the marker")
         prompt = await wait_prompt(fake, chat)
@@ -183,6 +189,7 @@ async def test_no_answer_within_the_timeout_is_a_deny_and_a_late_press_hears_it(
                                 stale=True)
         late = await wait_said(fake, chat, "Too late")
         assert "expired" in late["rendered"] and not marker.exists()
+        assert waiting(gw) == 0  # nothing left behind
 
 
 async def test_always_is_not_asked_again_in_the_session(
@@ -209,7 +216,7 @@ async def test_stop_while_the_question_waits_cancels_it(
 ) -> None:
     fake, marker = fake_telegram, tmp_path / "marker"
     fake_openai.reply_tool_calls([{"name": "touch", "arguments": {"path": str(marker)}}])
-    async with gateway(tmp_path, fake, fake_openai):
+    async with gateway(tmp_path, fake, fake_openai) as gw:
         chat = fake.private_chat()["id"]
         await fake.user_says("touch the marker")
         prompt = await wait_prompt(fake, chat)
@@ -222,7 +229,7 @@ async def test_stop_while_the_question_waits_cancels_it(
         await fake.user_presses((chat, prompt["message_id"]), approval_data(approval_id(prompt), "approve"),
                                 stale=True)
         await wait_said(fake, chat, "already answered (⏹ Cancelled")
-        assert not marker.exists()
+        assert not marker.exists() and waiting(gw) == 0
         # The daemon keeps serving.
         fake_openai.reply("Still here.")
         await fake.user_says("hello?")
