@@ -26,7 +26,7 @@ from .learning import CounterUpdate
 from .llm import ModelClient, Usage
 from .media.history import ImageRecall, with_images
 from .streaming import AnswerListener
-from .tools import FileOutbox, ToolContext, ToolRegistry
+from .tools import Approver, FileOutbox, ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
     from storage import StateStore
@@ -72,6 +72,8 @@ class TurnRequest:
     image_history_turns: int = 0
     #: where ``send_file`` puts the answer's files (None: this turn cannot send files)
     files: FileOutbox | None = None
+    #: asks the person of this turn before a dangerous action (None: such actions are refused)
+    approver: Approver | None = None
 
 
 def _final_ops(session_id: str, counters: CounterUpdate | None, on_answer: AnswerOp | None) -> FinalOp | None:
@@ -122,7 +124,7 @@ class AgentHost(Protocol):
 
     def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
                      session_key: str | None = None, files: FileOutbox | None = None,
-                     chat_type: str | None = None) -> ToolContext: ...
+                     approver: Approver | None = None, chat_type: str | None = None) -> ToolContext: ...
 
     async def build_prompt(self, platform: str, chat_type: str, *, shared: bool = False,
                            user_name: str | None = None) -> str: ...
@@ -253,7 +255,7 @@ class HermesAgent:
                         counters: CounterUpdate | None) -> None:
         rt = self._rt
         ctx = rt.tool_context(session_id, request.platform, user_id=request.user_id, session_key=request.session_key,
-                              files=request.files, chat_type=request.chat_type)
+                              files=request.files, approver=request.approver, chat_type=request.chat_type)
         loop = ToolLoop(rt.store, rt.client, rt.tools_for(request.platform, request.chat_type), ctx,
                         max_iterations=rt.settings.max_iterations,
                         on_final=_final_ops(session_id, counters, request.on_answer), listener=request.listener)

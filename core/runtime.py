@@ -42,6 +42,7 @@ from .prompt import PromptContext, SkillEntry, build_system_prompt
 from .titles import auto_title
 from .tools import (
     GROUP_CHAT_TYPES,
+    Approver,
     FileOutbox,
     ToolContext,
     ToolOverview,
@@ -164,12 +165,13 @@ class AgentRuntime:
 
     def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
                      session_key: str | None = None, files: FileOutbox | None = None,
-                     chat_type: str | None = None) -> ToolContext:
+                     approver: Approver | None = None, chat_type: str | None = None) -> ToolContext:
         return ToolContext(session_id=session_id, platform=platform, home=self.home, store=self.store,
                            user_id=user_id, session_key=session_key,
                            recall_all=self.settings.recalls_everything(platform, user_id),
                            toolsets=self.tools_for(platform, chat_type).toolsets,
                            env_names=self.settings.env_names, files=files, file_roots=file_roots(self.home),
+                           approver=approver,
                            chat_type=chat_type)
 
     def skill_needs(self, platform: str) -> SkillNeeds:

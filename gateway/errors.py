@@ -36,6 +36,7 @@ are defined here. This module exports them all::
     ├── SkillError                    core.skills
     │   └── SkillNotFoundError
     ├── ToolError                     core.tools
+    │   └── UrlRefusedError             web_fetch will not go there (a private address, a bad scheme)
     ├── AdapterError                  adapters.base
     │   ├── FatalAdapterError           the adapter cannot run with this config (bad token, ...)
     │   ├── ChatGoneError               the terminal chat's connection closed
@@ -105,6 +106,7 @@ from core.media import (
 from core.memory import MemoryLimitError, MemoryStoreError
 from core.skills import SkillError, SkillNotFoundError
 from core.tools import ToolError
+from core.tools.web import UrlRefusedError
 from storage.errors import (
     AmbiguousSessionError,
     BlobTooLargeError,
@@ -390,6 +392,7 @@ __all__ = [
     "TranscriptionError",
     "UnitPathError",
     "UnreadableMediaError",
+    "UrlRefusedError",
     "VisionError",
     "describe",
     "error_type_for",

@@ -11,7 +11,8 @@ Public surface, the only one other packages use:
   and the gateway's tables: ``bindings`` (routing index, binding history,
   queued titles), ``ownership`` (which sessions a chat may see), ``inbound``
   (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``home_channels``,
-  ``attachments`` (the files that came with messages).
+  ``attachments`` (the files that came with messages), ``approvals`` (what was approved
+  "always" in a session).
 - ``MediaStore``: those files' bytes, content-addressed under
   ``$HERMES_HOME/media/``; ``retention_plan``: which of them media retention removes.
 - The rows they return, the schema version, id and title helpers, and the
@@ -67,6 +68,7 @@ from .sqlite import (
     WriterLock,
     WriterSettings,
     WriterStats,
+    approvals,
     attachments,
     bindings,
     check_sqlite_features,
@@ -128,6 +130,7 @@ __all__ = [
     "WriterLock",
     "WriterSettings",
     "WriterStats",
+    "approvals",
     "attachments",
     "bindings",
     "check_sqlite_features",

@@ -1,5 +1,11 @@
 """The API server as an adapter: its routes, the requests waiting for their answers, and the
-answer written as JSON, as one SSE chunk, or (``open_stream``) as SSE while the model writes it."""
+answer written as JSON, as one SSE chunk, or (``open_stream``) as SSE while the model writes it.
+
+An approval question (there are no buttons here) goes to the request whose turn asks it: a streamed
+one shows it in the stream, then its outcome, and the answer goes on after them; a request without
+a stream is answered by the question itself. Either way the client answers with a new request from
+the same ``user``: ``/approve <id>``, ``/approve always <id>`` or ``/deny <id>``; after a question
+that answered a request, that answer's response carries the turn's answer too (``_relay``)."""
 
 from __future__ import annotations
 
@@ -7,14 +13,16 @@ import asyncio
 import hmac
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import quote
 
 from aiohttp import web
 
 from .._ssrf import Network, fetch_public
+from ..approvals import ApprovalPrompt
 from ..base import (
     Adapter,
+    AdapterError,
     Disposition,
     MediaUnavailableError,
     OutboundMessage,
@@ -24,6 +32,7 @@ from ..base import (
     SendResult,
 )
 from ..media import Attachment, OutboundFile
+from ._relay import ApprovalRelay
 from ._request import (
     MAX_BODY_BYTES,
     MAX_MEDIA_BYTES,
@@ -87,6 +96,7 @@ class ApiServerAdapter(Adapter):
         self._stopped = asyncio.Event()
         #: the files answers linked to, by id (the most recent ``_MAX_LINKED``)
         self._linked: OrderedDict[str, OutboundFile] = OrderedDict()
+        self._relay = ApprovalRelay()
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_post("/v1/chat/completions", self._chat)
@@ -113,7 +123,27 @@ class ApiServerAdapter(Adapter):
         waiting = self._waiting.get(message.reply_to)
         if waiting is not None and not waiting.answer.done():
             waiting.answer.set_result(message)
+        elif self._relay.waits_for(message.reply_to):
+            self._relay.keep_late(message)  # its question answered the request; the answer to it takes this
         return SendResult((message.reply_to,))
+
+    async def send_approval(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str | None:
+        """In the request's stream (its id, for ``settle_approval``), or as the request's answer (None)."""
+        waiting = self._waiting.get(target.reply_to) if target.reply_to is not None else None
+        if waiting is None or waiting.answer.done():
+            raise AdapterError("the request that asked is no longer waiting")
+        if waiting.stream is not None and await waiting.stream.interject(prompt.typed()):
+            return target.reply_to
+        waiting.answer.set_result(OutboundMessage(self.platform, target.chat_id, prompt.typed(),
+                                                  reply_to=target.reply_to, kind=SendKind.NOTICE))
+        self._relay.asked(prompt.approval_id, target.chat_id, target.reply_to or "")
+        return None
+
+    async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
+        """The outcome in the stream that shows the question (while its request waits)."""
+        waiting = self._waiting.get(message_id)
+        if waiting is not None and waiting.stream is not None:
+            await waiting.stream.interject(outcome)
 
     def open_stream(self, target: OutboundMessage) -> ReplyStream | None:
         """The SSE stream of the request ``target`` answers, when it asked for ``stream: true``."""
@@ -205,8 +235,19 @@ class ApiServerAdapter(Adapter):
             return asked
         msg = asked.message
         assert msg.message_id is not None
-        waiting = _Waiting(request, asked, asyncio.get_running_loop().create_future())
+        loop = asyncio.get_running_loop()
+        waiting = _Waiting(request, asked, loop.create_future())
         self._waiting[msg.message_id] = waiting
+        # An answer to a question that answered an earlier request of this user carries that turn's answer.
+        relayed = self._relay.claim(msg)
+        follow: _Waiting | None = None
+        if relayed is not None:
+            follow = _Waiting(request, asked, loop.create_future())
+            late = self._relay.take_late(relayed)
+            if late is not None:
+                follow.answer.set_result(late)
+            self._waiting[relayed] = follow
+        started = loop.time()
         try:
             disposition = await self.dispatch(msg)
             if disposition is Disposition.DUPLICATE:
@@ -220,8 +261,12 @@ class ApiServerAdapter(Adapter):
                 text, error = _TIMED_OUT if isinstance(exc, TimeoutError) else _SHUTTING_DOWN
                 answer = OutboundMessage(self.platform, msg.chat_id, text, reply_to=msg.message_id,
                                          kind=SendKind.NOTICE, error=error)
+            if follow is not None and answer.error is None:
+                answer = await self._followed(answer, follow, self._reply_timeout - (loop.time() - started))
         finally:
             self._waiting.pop(msg.message_id, None)
+            if relayed is not None and self._waiting.get(relayed) is follow:
+                del self._waiting[relayed]
         stream = waiting.stream
         if stream is not None and await stream.end_with(answer):
             # The stream answers this request, and never twice: an answer sent around it (the
@@ -233,6 +278,15 @@ class ApiServerAdapter(Adapter):
             return error_response(e.status, answer.text.removeprefix("⚠️ "), e.type, e.code,
                                   retry_after=e.retry_after)
         return await self._respond(request, answer, asked)
+
+    async def _followed(self, reply: OutboundMessage, follow: _Waiting, left: float) -> OutboundMessage:
+        """The reply to an approval answer, then the answer of the turn that asked (when it comes in time)."""
+        try:
+            turn = await asyncio.wait_for(follow.answer, timeout=max(0.0, left))
+        except (TimeoutError, ConnectionResetError):
+            return replace(reply, text=f"{reply.text}\n\n(The answer is still being written; it will be in the "
+                                        "session.)")
+        return replace(reply, text=f"{reply.text}\n\n{turn.text}", usage=turn.usage)
 
     async def _respond(self, request: web.Request, reply: OutboundMessage, asked: ChatRequest) -> web.StreamResponse:
         """The answer at once: a ``chat.completion``, or for ``stream: true`` one SSE chunk with it all."""

@@ -11,6 +11,9 @@ preamble before it asked for tools), the stream sends a blank line and the answe
 
 A client that goes away (or stops reading for ``write_timeout`` seconds) ends the writing, never
 the turn: ``update`` and ``finish`` then return quietly, and the answer is stored as ever.
+
+``interject`` shows text that is not the answer (a tool's approval question, then its outcome) as
+content where the answer stands now, set apart by blank lines; the answer goes on after it.
 """
 
 from __future__ import annotations
@@ -107,6 +110,18 @@ class SseStream(ReplyStream):
         async with self._lock:
             if not self._ended:
                 await self._send_text(text)
+
+    async def interject(self, text: str) -> bool:
+        """Show ``text`` now, apart from the answer (which starts anew after it); False when the
+        stream has ended (or its client left), so nobody saw it."""
+        async with self._lock:
+            if self._ended or self._broken:
+                return False
+            block = f"{SEPARATOR if self._text.started else ''}{text}{SEPARATOR}"
+            delta = {"content": block} if self.started else {"role": "assistant", "content": block}
+            await self._write(self._completion.chunk(delta))
+            self._text = AppendOnly()
+            return not self._broken
 
     async def finish(self, message: OutboundMessage) -> SendResult:
         async with self._lock:

@@ -9,7 +9,8 @@ This module connects and disconnects; the work is done by its parts:
 - ``_media_fetch``: a file's bytes, when the gateway asks for them (``fetch``);
 - ``_outbound`` and ``_format``: replies out, as MarkdownV2 with a plain-text fallback;
 - ``_stream``: an answer shown while it is written (drafts in private chats, edits elsewhere);
-- ``_files_out`` (with ``_files_plan``): an answer's files, as photos, albums, voice notes and documents.
+- ``_files_out`` (with ``_files_plan``): an answer's files, as photos, albums, voice notes and documents;
+- ``_approvals``: an approval question with inline buttons, edited into its outcome; a press in.
 
 ``ready`` is set once getMe, deleteWebhook and a first (short) getUpdates
 succeeded; in webhook mode once getMe and setWebhook did. A disconnect lets the
@@ -26,8 +27,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from aiohttp import web
 
 from .._split import split_text
+from ..approvals import ApprovalPrompt
 from ..base import Adapter, ChatInfo, ChatType, OutboundMessage, ReplyStream, SendResult
 from ..media import Attachment, OutboundFile
+from ._approvals import ApprovalButtons
 from ._client import BotConnection
 from ._files_out import FileSender
 from ._format import markdown_v2_budget
@@ -64,9 +67,10 @@ class TelegramAdapter(Adapter):
         self._streams = Streams(self._sender, self.split)
         self.max_upload_bytes = int(settings.max_upload_mb * MIB)
         self._files = FileSender(settings, self._sender, lambda: self.max_upload_bytes)
+        self._buttons = ApprovalButtons(self._sender, self._connection)
         self._intake = UpdateIntake(settings, self._connection, self.dispatch, self._sender.note_forum,
                                     download_limit=lambda: self.max_download_bytes,
-                                    album_window=lambda: self.media_group_window)
+                                    album_window=lambda: self.media_group_window, buttons=self._buttons)
         self._poller = Poller(settings, self._connection, self._intake, self.ready, self._stopping)
         self._webhook = Webhook(settings, self._connection, self._intake, self.ready, self._stopping)
 
@@ -167,6 +171,14 @@ class TelegramAdapter(Adapter):
         async for chunk in fetch_file(self._connection, attachment, limit=limit,
                                       read_timeout=self.settings.request_timeout):
             yield chunk
+
+    async def send_approval(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str | None:
+        """The question with Approve / Always / Deny buttons (``_approvals``)."""
+        return await self._buttons.send(target, prompt)
+
+    async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
+        """The question edited into its outcome, its buttons gone."""
+        await self._buttons.settle(target, message_id, outcome)
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self._sender.send_typing(chat_id, thread_id)

@@ -15,7 +15,7 @@ import os
 import warnings
 from typing import Any
 
-from telegram import Bot, ReplyParameters
+from telegram import Bot, InlineKeyboardMarkup, ReplyParameters
 from telegram.error import InvalidToken, RetryAfter
 
 from ..base import FatalAdapterError
@@ -30,8 +30,8 @@ __all__ = ["ALLOWED_UPDATES", "BotConnection", "TelegramBot", "retry_seconds"]
 # this adapter reads them either way (see retry_seconds).
 os.environ.setdefault("PTB_TIMEDELTA", "true")
 
-#: Update kinds we ask for; everything else is never sent to us.
-ALLOWED_UPDATES = ["message"]
+#: Update kinds we ask for; everything else is never sent to us (a button press is a callback_query).
+ALLOWED_UPDATES = ["message", "callback_query"]
 POLL_LIMIT = 100
 
 
@@ -50,17 +50,20 @@ class TelegramBot(Bot):
         return await self._post("getUpdates", data, read_timeout=read_timeout)
 
     async def send_raw_message(self, chat: int | str, text: str, *, parse_mode: str | None,
-                               thread: int | None, reply: ReplyParameters | None) -> int:
+                               thread: int | None, reply: ReplyParameters | None,
+                               markup: InlineKeyboardMarkup | None = None) -> int:
         """sendMessage returning only the new message's id: PTB's ``send_message`` builds a whole
-        ``Message`` from the answer, a tenth of the gateway's CPU per reply, for one field we use."""
+        ``Message`` from the answer, a tenth of the gateway's CPU per reply, for one field we use.
+        ``markup``: buttons under the message (an approval question's)."""
         data: dict[str, Any] = {"chat_id": chat, "text": text, "parse_mode": parse_mode,
-                                "message_thread_id": thread, "reply_parameters": reply}
+                                "message_thread_id": thread, "reply_parameters": reply, "reply_markup": markup}
         result = await self._post("sendMessage", data)
         return int(result["message_id"])
 
     async def edit_raw_message_text(self, chat: int | str, message_id: int, text: str, *,
                                     parse_mode: str | None) -> None:
-        """editMessageText without building a ``Message`` from the answer (a stream edits often)."""
+        """editMessageText without building a ``Message`` from the answer (a stream edits often).
+        Without ``reply_markup``, which also takes a message's buttons away (a settled approval)."""
         data: dict[str, Any] = {"chat_id": chat, "message_id": message_id, "text": text, "parse_mode": parse_mode}
         await self._post("editMessageText", data)
 

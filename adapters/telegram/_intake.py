@@ -3,7 +3,9 @@
 An update that fails to parse is logged (update id and error type, never its
 content: it is a user's message) and dropped; the rest of its batch goes on.
 Messages are handed to the router in arrival order per chat, chats in parallel. The parts of an
-album are collected first (``_albums``) and go to the router as one message.
+album are collected first (``_albums``) and go to the router as one message. A button press
+(``callback_query``) is acknowledged to Telegram, then goes to the router as the command it
+stands for (``_approvals``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ import structlog
 from telegram import Update
 
 from .._dispatch import ChatOrderedDispatch
-from ..base import MessageHandler
+from ..base import InboundMessage, MessageHandler
 from ._albums import AlbumCollector
+from ._approvals import ApprovalButtons, to_press
 from ._client import BotConnection, TelegramBot
 from ._inbound import PLATFORM, to_inbound
 from ._settings import TelegramSettings
@@ -30,7 +33,7 @@ log = structlog.get_logger("hermes.telegram")
 class UpdateIntake:
     def __init__(self, settings: TelegramSettings, connection: BotConnection, dispatch: MessageHandler,
                  note_forum: Callable[[str, bool], None], *, download_limit: Callable[[], int],
-                 album_window: Callable[[], float]) -> None:
+                 album_window: Callable[[], float], buttons: ApprovalButtons) -> None:
         """``note_forum(chat_id, is_forum)`` learns from every message whether its chat has topics;
         ``download_limit()`` is the gateway's download limit, ``album_window()`` how long an album's
         parts are waited for (both read when needed)."""
@@ -42,6 +45,8 @@ class UpdateIntake:
         self._dispatches = ChatOrderedDispatch(PLATFORM, dispatch)
         self.albums = AlbumCollector(self._dispatches.schedule, window=album_window,
                                      release_after=lambda: settings.dispatch_wait)
+        self._buttons = buttons
+        self._presses: set[asyncio.Task[None]] = set()
 
     def take(self, bot: TelegramBot, update_id: int, item: dict[str, Any]) -> asyncio.Task[None] | None:
         """Parse one update and schedule its dispatch; None when it is malformed or not for us, or
@@ -49,6 +54,8 @@ class UpdateIntake:
         me = self._connection.me
         if me is None:  # pragma: no cover - set by BotConnection.ensure before any intake
             return None
+        if "callback_query" in item:
+            return self._take_press(bot, update_id, item)
         try:
             update = Update.de_json(item, bot)
             message = to_inbound(update, me, require_mention=self._settings.require_mention,
@@ -69,7 +76,29 @@ class UpdateIntake:
         self.albums.flush_chat(message.chat_id)
         return self._dispatches.schedule(message)
 
+    def _take_press(self, bot: TelegramBot, update_id: int, item: dict[str, Any]) -> asyncio.Task[None] | None:
+        try:
+            press = to_press(Update.de_json(item, bot))
+        except Exception as exc:
+            log.warning("telegram.update_malformed", update_id=update_id, error=type(exc).__name__)
+            return None
+        if press is None:
+            return None
+        if press.message is None:
+            log.info("telegram.press_ignored", update_id=update_id)
+        task = asyncio.create_task(self._press(press.query_id, press.message), name=f"telegram:press:{update_id}")
+        self._presses.add(task)
+        task.add_done_callback(self._presses.discard)
+        return task
+
+    async def _press(self, query_id: str, message: InboundMessage | None) -> None:
+        await self._buttons.acknowledge(query_id)
+        if message is not None:
+            await self._dispatches.schedule(message)
+
     async def wait(self, bound: float) -> None:
         """Wait (at most ``bound`` seconds) for what was taken to reach the router; albums go at once."""
         self.albums.flush_all()
+        if self._presses:
+            await asyncio.wait(set(self._presses), timeout=bound)
         await self._dispatches.wait(bound)

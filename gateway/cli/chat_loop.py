@@ -1,11 +1,16 @@
 """The terminal chat against a running daemon: each line goes over the control socket and its
 answer is printed as it is written (``chat_output``), before the next line is sent; Ctrl-C stops a
-reply being written, then leaves."""
+reply being written, then leaves.
+
+While a tool's approval question waits (the daemon printed it, with the commands to type), the
+chat reads on: ``/approve``, ``/deny`` and ``/stop`` go out at once (the turn waits for them);
+other lines typed meanwhile are sent after the answer, in order."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import signal
 import sys
 from collections.abc import Awaitable
@@ -25,6 +30,10 @@ except ImportError:  # pragma: no cover - the handoff module ships with the same
 __all__ = ["ChatSignals", "run_chat"]
 
 _QUIT = {"/quit", "/exit", "/q"}
+#: what an approval question ends with (``adapters.approvals.ApprovalPrompt.typed``)
+_QUESTION = re.compile(r"Reply /approve [A-Za-z0-9]+, /approve always")
+#: lines that answer (or end) a waiting question at once
+_ANSWERS = {"/approve", "/deny", "/stop"}
 _PROMPT = "› "
 
 
@@ -43,6 +52,22 @@ class _Chat:
         self._interrupted = False
         self._stopper: asyncio.Future[None] | None = None
         self.exit_code: int | None = None  # set when a signal made the chat leave
+        self.lines: StdinLines | None = None
+        self.asked = asyncio.Event()  # the line being answered has an approval question waiting
+        self.typed: list[str] = []  # lines read while a question waited, sent after the answer
+        self.eof = False  # the input ended while a question waited
+        self._line: asyncio.Future[str | None] | None = None  # one read of stdin at a time
+
+    def next_line(self) -> asyncio.Future[str | None]:
+        """The next line of input (None at its end); one read in flight, kept across waits."""
+        if self._line is None:
+            assert self.lines is not None
+            self._line = asyncio.ensure_future(self.lines.next())
+        return self._line
+
+    def take_line(self) -> str | None:
+        line, self._line = (self._line.result() if self._line is not None else None), None
+        return line
 
     def _say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -64,6 +89,8 @@ class _Chat:
                 self.printer.partial(text, reply_to, restart=kind == "restart")
             elif kind in ("reply", "notice", "ack") and isinstance(text, str):
                 self.printer.final(text, reply_to)
+                if kind == "ack" and reply_to == self._awaiting and _QUESTION.search(text):
+                    self.asked.set()
                 if kind != "ack" and text.startswith(HANDOFF_DONE_PREFIX):
                     self.handed_off = True
                 if kind != "ack" and reply_to == self._awaiting:
@@ -109,10 +136,33 @@ class _Chat:
         done = self.settle_event(self._awaiting)
         self.waiting, self._interrupted = True, False
         try:
-            await _first(done.wait(), self.lost.wait(), self.quit.wait())
+            while True:
+                # Reading on only while a question waits: otherwise the prompt would print into the answer.
+                reading = self.asked.is_set() and self.lines is not None and not self.eof
+                typing = self.next_line() if reading else None
+                await _first(done.wait(), self.lost.wait(), self.quit.wait(),
+                             asyncio.shield(typing) if typing is not None else self.asked.wait())
+                if done.is_set() or self.lost.is_set() or self.quit.is_set():
+                    break
+                if typing is None or not typing.done():
+                    continue  # a question came: read on from now
+                await self._while_asked(self.take_line())
         finally:
             self.waiting, self._awaiting = False, None
+            self.asked.clear()
         return done.is_set() or (self.quit.is_set() and not self.lost.is_set())
+
+    async def _while_asked(self, line: str | None) -> None:
+        """A line typed while a question waits: an answer goes out now, anything else after."""
+        if line is None:
+            self.eof = True  # the answer is still awaited; then the chat ends
+            return
+        text = line.strip()
+        if text.split()[:1] and text.split()[0].lower() in _ANSWERS:
+            with contextlib.suppress(GatewayError, ConnectionError):
+                await self.conn.send(text)  # its reply comes as a notice; the turn's answer follows
+        elif text:
+            self.typed.append(text)
 
     def interrupt(self) -> None:
         """Ctrl-C: stop the reply being written; a second one (or one at the prompt) leaves."""
@@ -215,15 +265,19 @@ async def run_chat(home: Path, *, resume: str | None = None, continue_last: bool
         elif interactive:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.add_signal_handler(signal.SIGINT, chat.interrupt)
-        lines = StdinLines(_PROMPT if interactive else "")
+        chat.lines = StdinLines(_PROMPT if interactive else "")
         while not chat.quit.is_set():
-            next_line = asyncio.ensure_future(lines.next())
-            await _first(next_line, chat.quit.wait(), chat.lost.wait())
-            if chat.lost.is_set() and not next_line.done():
-                print("The daemon closed the connection (it stopped or restarted).", file=err, flush=True)
-                code = 1
-                break
-            line = next_line.result() if next_line.done() and not next_line.cancelled() else None
+            line: str | None
+            if chat.typed or chat.eof:
+                line = chat.typed.pop(0) if chat.typed else None
+            else:
+                next_line = chat.next_line()
+                await _first(asyncio.shield(next_line), chat.quit.wait(), chat.lost.wait())
+                if chat.lost.is_set() and not next_line.done():
+                    print("The daemon closed the connection (it stopped or restarted).", file=err, flush=True)
+                    code = 1
+                    break
+                line = chat.take_line() if next_line.done() and not next_line.cancelled() else None
             if line is None:
                 break
             text = line.strip()

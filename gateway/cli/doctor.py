@@ -68,6 +68,19 @@ def _check_allowlist(config: LoadedConfig, platform: str) -> Check:
                  f"{config.home / '.env'}; {prefix}_ALLOW_ALL_USERS=true lets anyone in")
 
 
+def _check_approvals(config: LoadedConfig) -> Check:
+    """``tools.approvals: off`` lets the agent act unasked: said loudly, every time."""
+    tools = config.settings.tools
+    if tools.approvals == "off":
+        return Check("approvals", "warn", "tools.approvals is OFF: the agent runs dangerous commands and writes "
+                     "outside its folders WITHOUT ASKING ANYONE, in every chat it serves",
+                     f"set tools.approvals: ask (or deny) in {config.config_file}")
+    if tools.approvals == "deny":
+        return Check("approvals", "ok", "dangerous actions are refused (tools.approvals: deny)")
+    return Check("approvals", "ok", f"dangerous actions wait for a yes in the chat ({tools.approval_timeout:g} s, "
+                 "then no)")
+
+
 def _check_tokens(config: LoadedConfig) -> list[Check]:
     """Only whether each secret is there: never its value, not even a prefix."""
     p = config.settings.platforms
@@ -211,6 +224,7 @@ def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
     units = [(_unit_dir(False, None) / UNIT_NAME, False), (SYSTEM_UNIT_DIR / UNIT_NAME, True)]
     if config is not None:
         checks += _check_tokens(config)
+        checks.append(_check_approvals(config))
         for unit, system in units:
             if (found := _check_stop_timeout(config, unit, system)) is not None:
                 checks.append(found)

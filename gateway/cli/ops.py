@@ -102,6 +102,9 @@ def _print_status(data: dict[str, Any]) -> None:
     turns = data.get("turns")
     if isinstance(turns, dict):
         typer.echo(f"Turns: {turns.get('running', 0)} running, {turns.get('waiting', 0)} waiting")
+    approvals = data.get("approvals_waiting")
+    if isinstance(approvals, int) and approvals:
+        typer.echo(f"Approvals: {approvals} waiting for an answer")
     errors = [f"{n}: {a['last_error']}" for n, a in sorted(adapters.items()) if a.get("last_error")]
     last = data.get("last_error") or (errors[-1] if errors else None)
     typer.echo(f"Last error: {last or 'none'}")

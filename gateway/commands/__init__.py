@@ -5,8 +5,10 @@
 - ``sessions``: /new, /reset, /title, /resume, /sessions
 - ``misc``: /queue, /compress, /sethome, /handoff
 - ``tools``: /tools
+- ``approvals``: /approve, /deny (the answers to a tool's approval question)
 """
 
+from gateway.commands.approvals import register_approval_commands
 from gateway.commands.builtin import register_builtin_commands
 from gateway.commands.misc import register_misc_commands
 from gateway.commands.sessions import register_session_commands
@@ -21,3 +23,4 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_session_commands(registry)
     register_misc_commands(registry)
     register_tools_commands(registry)
+    register_approval_commands(registry)

@@ -33,6 +33,9 @@ async def _status(ctx: CommandContext) -> str:
     lines.append(f"Model: {s.model_name or 'not configured'}")
     running = "a reply is being written" if s.lanes.busy(ctx.session_key) else "idle"
     lines.append(f"This chat: {running}; {s.lanes.waiting(ctx.session_key)} message(s) waiting")
+    asked = s.approvals.in_chat(ctx.message.platform, ctx.message.chat_id, ctx.message.thread_id)
+    if asked:
+        lines.append(f"Approvals waiting here: {', '.join(p.id for p in asked)} (/approve or /deny)")
     lines.append(
         f"Gateway: up {_ago(time.time() - s.started_at)}, {s.lanes.running} turn(s) running, "
         f"storage queue {s.store.writer.stats.queue_depth}"

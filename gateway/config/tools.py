@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "FilesToolConfig",
@@ -80,6 +80,12 @@ class ToolsConfig(_Section):
     files: FilesToolConfig = Field(default_factory=FilesToolConfig)
     web: WebToolConfig = Field(default_factory=WebToolConfig)
     groups: GroupToolsConfig = Field(default_factory=GroupToolsConfig)
+
+    @field_validator("approvals", mode="before")
+    @classmethod
+    def _bare_off(cls, value: object) -> object:
+        # YAML 1.1 reads a bare ``off`` (and ``no``) as false: "approvals: off" means the word.
+        return "off" if value is False else value
 
 
 class McpServerConfig(_Section):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from core import AgentRuntime
 from core.agent import Agent, TurnRequest
 from core.llm import ModelClient
-from core.tools import ToolOverview
+from core.tools import ToolOverview, ToolRegistry
 from gateway.daemon.settings import agent_settings
 from gateway.daemon.tools import tool_registry
 from gateway.routing.services import Services
@@ -19,8 +19,10 @@ class DefaultAgents:
     Also the daemon's compressor (/compress) and its memory flush before a reset.
     """
 
-    def __init__(self, client: ModelClient) -> None:
+    def __init__(self, client: ModelClient, *, registry: ToolRegistry | None = None) -> None:
+        """``registry``: the agent's tools (None: those the config gives, ``tool_registry``); a test gives its own."""
         self._client = client
+        self._registry = registry
         self._runtime: AgentRuntime | None = None
 
     def runtime(self, services: Services) -> AgentRuntime:
@@ -28,7 +30,8 @@ class DefaultAgents:
             # The chat's key moves in the same transaction as a compression split.
             self._runtime = AgentRuntime(
                 services.store, self._client, agent_settings(services.config), home=services.config.home,
-                registry=tool_registry(services.config), rebind_op=rebind_in_transaction, mcp=services.mcp,
+                registry=self._registry if self._registry is not None else tool_registry(services.config),
+                rebind_op=rebind_in_transaction, mcp=services.mcp,
             )
         return self._runtime
 

@@ -19,6 +19,7 @@ from gateway.daemon.agents import DefaultAgents
 from gateway.daemon.settings import key_settings
 from gateway.handoff.runner import HandoffRunner
 from gateway.media import build_media
+from gateway.routing.approvals import Approvals
 from gateway.routing.auth import Authorizer
 from gateway.routing.commands import CommandRegistry
 from gateway.routing.dedupe import Dedupe
@@ -69,6 +70,7 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         tools=default,
         model_name=settings.model.default,
         media=build_media(config, store, blobs),
+        approvals=Approvals(approvers=settings.tools.approvers, store=store),
     )
     if memory_flush is None and default is not None:
         memory_flush = default.memory_flush

@@ -1,6 +1,7 @@
 """The path of one message after its adapter: authorization, dedupe, the session key, commands,
 the chat's lane, the turn and the delivery of its reply (see ARCHITECTURE.md)."""
 
+from gateway.routing.approvals import Approvals, PendingApproval, TurnApprover
 from gateway.routing.auth import Authorizer
 from gateway.routing.commands import Command, CommandContext, CommandRegistry, parse_command
 from gateway.routing.delivery import Delivery
@@ -15,6 +16,7 @@ from gateway.routing.turns import AgentMaker, Turns
 
 __all__ = [
     "AgentMaker",
+    "Approvals",
     "Authorizer",
     "Command",
     "CommandContext",
@@ -25,11 +27,13 @@ __all__ = [
     "Handoffs",
     "Lanes",
     "MemoryFlush",
+    "PendingApproval",
     "Resets",
     "Router",
     "Services",
     "SessionIndex",
     "SessionKeySettings",
+    "TurnApprover",
     "Turns",
     "build_session_key",
     "parse_command",

@@ -16,6 +16,7 @@ from core.tools import ToolOverview
 from core.tools.mcp import McpManager
 from gateway.config import LoadedConfig
 from gateway.media import MediaIntake
+from gateway.routing.approvals import Approvals
 from gateway.routing.dedupe import Dedupe
 from gateway.routing.delivery import Delivery
 from gateway.routing.home_channels import HomeChannels
@@ -70,4 +71,6 @@ class Services:
     #: the agent's tools as /tools and `hermes-gateway tools` show them (None: a custom agent)
     tools: ToolLister | None = None
     model_name: str | None = None
+    #: the approval questions waiting for a person (``tools.approvers`` may answer any)
+    approvals: Approvals = field(default_factory=Approvals)
     started_at: float = field(default_factory=time.time)

@@ -34,6 +34,7 @@ from gateway.errors import (
 )
 from gateway.logs import redact
 from gateway.media import TakenMedia, TurnFiles, attach_linked_images, note_files, speak_answer
+from gateway.routing.approvals import TurnApprover
 from gateway.routing.delivery import record_stream, settle_reply
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
@@ -237,6 +238,8 @@ class Turns:
                                if services.media is not None and services.config.settings.model.vision else None),
                 image_history_turns=services.config.settings.media.image_history_turns,
                 files=files,
+                approver=TurnApprover(services.approvals, services.adapters.get(msg.platform), msg, key,
+                                      binding.session_id, services.config.settings.tools),
             )
             error: ReplyError | None = None
             usage: TokenUsage | None = None

@@ -100,6 +100,7 @@ def status_snapshot(src: SnapshotSource, *, running: bool = True, started_at: fl
     if services is not None:
         w = services.store.writer.stats
         body["turns"] = {"running": services.lanes.running, "waiting": services.lanes.total_waiting}
+        body["approvals_waiting"] = services.approvals.count
         body["storage"] = {"queue_depth": w.queue_depth, "commits": w.commits, "busy_retries": w.busy_retries}
         body["model"] = services.model_name
     return body

@@ -14,7 +14,7 @@ By job:
   ``_fts``: sessions and messages; ``_prune``: what a prune deletes and
   which ended sessions it keeps for a lineage; ``_usage``: token usage over time.
 - ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``,
-  ``_home_channels``, ``_attachments``: the gateway's tables.
+  ``_home_channels``, ``_attachments``, ``_approvals``: the gateway's tables.
 
 Every function of a connection runs inside whatever transaction the caller
 opened (``StateStore.write`` gives it the writer's), so callers compose them
@@ -22,6 +22,7 @@ into one atomic write. The modules are private; ``storage`` re-exports what
 other packages use.
 """
 
+from . import _approvals as approvals
 from . import _attachments as attachments
 from . import _bindings as bindings
 from . import _handoffs as handoffs
@@ -54,6 +55,7 @@ __all__ = [
     "WriterLock",
     "WriterSettings",
     "WriterStats",
+    "approvals",
     "attachments",
     "bindings",
     "check_sqlite_features",

@@ -224,4 +224,22 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
         run=lambda conn: _add_columns(conn, "gateway_outbound",
                                       (("files", "TEXT"), ("files_sent", "INTEGER"))),
     ),
+    Migration(
+        9,
+        "approvals answered \"always\": an action's pattern that runs unasked for the rest of a session",
+        (
+            # Session ids are never reused, so a row of a deleted session is only dead weight
+            # (no foreign key: a reference tool deleting a session must not fail on our rows).
+            """
+            CREATE TABLE IF NOT EXISTS gateway_approvals_always (
+                session_id TEXT NOT NULL,
+                pattern TEXT NOT NULL,
+                tool TEXT NOT NULL,
+                approved_by TEXT,
+                created_at REAL NOT NULL,
+                PRIMARY KEY (session_id, pattern)
+            )
+            """,
+        ),
+    ),
 )

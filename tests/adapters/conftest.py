@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +19,10 @@ from typing import Any
 import httpx
 
 from adapters.telegram import TelegramAdapter
+from core.llm import ModelClient
 from gateway.config import load_config
 from gateway.daemon.runner import Gateway
+from gateway.routing.turns import AgentMaker
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.gateway.conftest import free_port, write_config
 
@@ -130,11 +132,15 @@ def daemon_config(model_url: str | None, port: int, platform: str, section: dict
 
 @asynccontextmanager
 async def serve_gateway(home: Path, cfg: dict[str, Any], env: dict[str, str], adapter: str,
-                        wait_for: tuple[str, ...]) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient]]:
+                        wait_for: tuple[str, ...], *,
+                        agent_maker: Callable[[ModelClient], AgentMaker] | None = None,
+                        ) -> AsyncIterator[tuple[Gateway, httpx.AsyncClient]]:
     """The daemon's real start-up path (config.yaml + .env -> ``load_config`` -> ``Gateway.run``),
-    in-process, until ``adapter`` reaches one of ``wait_for`` (or the run ends); stopped after."""
+    in-process, until ``adapter`` reaches one of ``wait_for`` (or the run ends); stopped after.
+    ``agent_maker``: the daemon's agents (a test's own tools: ``DefaultAgents(client, registry=...)``)."""
     write_config(home, cfg, env)
-    gw = Gateway(load_config(home, environ={}))
+    gw = (Gateway(load_config(home, environ={})) if agent_maker is None
+          else Gateway(load_config(home, environ={}), agent_maker=agent_maker))
     task = asyncio.create_task(gw.run())
 
     def started() -> bool:
@@ -170,6 +176,7 @@ async def run_telegram_gateway(
     config: dict[str, Any] | None = None,
     port: int | None = None,
     wait_for: tuple[str, ...] = ("connected",),
+    agent_maker: Callable[[ModelClient], AgentMaker] | None = None,
 ) -> AsyncIterator[RunningTelegram]:
     port = port or free_port()
     cfg = daemon_config(model_url, port, "telegram", telegram_config(fake, **(telegram or {})), {
@@ -179,5 +186,5 @@ async def run_telegram_gateway(
         "gateway": {"typing_delay": 0},
     }, config)
     full_env = {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"]), **(env or {})}
-    async with serve_gateway(home, cfg, full_env, "telegram", wait_for) as (gw, http):
+    async with serve_gateway(home, cfg, full_env, "telegram", wait_for, agent_maker=agent_maker) as (gw, http):
         yield RunningTelegram(gw, home, fake, http, port)

@@ -58,7 +58,8 @@ Files in (``getFile``, the ``/file`` route, media in messages, albums): see ``_t
 ``user_sends`` / ``user_sends_album``.
 
 Uploads (``sendPhoto``, ``sendDocument``, ``sendVoice``, ``sendAudio``, ``sendMediaGroup``) are
-``_telegram_uploads``. Not emulated: inline mode, callback queries,
+``_telegram_uploads``. Inline keyboards, ``user_presses`` (a ``callback_query``), ``answerCallbackQuery``
+and ``editMessageReplyMarkup`` are ``_telegram_buttons``. Not emulated: inline mode,
 channels, chat members, Telegram's own (unpublished) flood thresholds (script them with
 :meth:`FakeTelegram.rate_limit_chat` and :meth:`FakeTelegram.chat_min_interval`), updates for
 the bot's own service messages, and the default ``allowed_updates`` exclusions. Unknown methods can be
@@ -84,6 +85,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from ._telegram_buttons import Buttons
 from ._telegram_files import TelegramFiles
 from ._telegram_uploads import Uploads
 
@@ -606,6 +608,9 @@ class FakeTelegram(TelegramFiles):
         self.uploads = Uploads(self)
         for upload_method, serve in self.uploads.methods():
             self.register_method(upload_method, serve)
+        #: Inline keyboards and their presses (``_telegram_buttons``).
+        self.buttons = Buttons(self)
+        self.buttons.install()
 
         #: The default user (``user_says`` without ``user=``); its private chat exists.
         self.user = self.add_user("Alice", username="alice")
@@ -894,6 +899,11 @@ class FakeTelegram(TelegramFiles):
         else:
             self._enqueue(update)
         return copy.deepcopy(update)
+
+    async def user_presses(self, message: Any, data: str, *, user: Any = None, stale: bool = False,
+                           age: float = 0.0) -> dict[str, Any]:
+        """A person presses the inline button ``data`` of ``message`` (see ``_telegram_buttons``)."""
+        return await self.buttons.user_presses(message, data, user=user, stale=stale, age=age)
 
     async def raw_update(self, update: Any, *, assign_update_id: bool = True) -> Any:
         """Queue an arbitrary (possibly malformed) update as-is, for fuzzing.

@@ -55,6 +55,7 @@ async def run_gateway(
     env: dict[str, str] | None = None,
     chat: ChatAdapter | None = None,
     memory_flush: Any = None,
+    agent_maker: Any = None,
 ) -> AsyncIterator[Running]:
     cfg: dict[str, Any] = {
         "model": {"base_url": base_url, "default": "fake-model", "max_retries": 0, "timeout": 30},
@@ -71,7 +72,8 @@ async def run_gateway(
     write_config(home, cfg, env)
     loaded = load_config(home, environ={})
     chat = chat or ChatAdapter()
-    gw = Gateway(loaded, extra_adapters={chat.platform: chat}, memory_flush=memory_flush)
+    gw = Gateway(loaded, extra_adapters={chat.platform: chat}, memory_flush=memory_flush,
+                 **({"agent_maker": agent_maker} if agent_maker is not None else {}))
     task = asyncio.create_task(gw.run())
     for _ in range(500):
         if (gw.http_port and chat.ready.is_set()) or task.done():

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .._base import ToolError
+
 #: separate commands; "|" and "|&" keep the pipeline going
 _OPERATORS = ("&&", "||", "|&", ";;", "|", ";", "&", "(", ")")
 #: longest first, so ">>" is not read as ">" twice
@@ -25,7 +27,7 @@ _SPECIAL = frozenset(" \t\r\n#\\'\"$`<>|&;()")
 WRITE_REDIRECTS = frozenset({"&>>", "&>", ">>", ">|", ">", "<>", ">&"})
 
 
-class Unparsable(ValueError):
+class Unparsable(ToolError):
     """The command is not valid shell syntax (an unbalanced quote, ``$(`` or backtick)."""
 
 

@@ -37,6 +37,9 @@ class Done:
     err: str
 
 
+_CHECKOUT = str(Path(__file__).resolve().parents[3])
+
+
 def _command() -> list[str]:
     script = Path(sys.executable).parent / "hermes-gateway"
     return [str(script)] if script.exists() else [sys.executable, "-m", "gateway.cli"]
@@ -44,6 +47,8 @@ def _command() -> list[str]:
 
 async def chat(home: Path, stdin: str, *args: str, timeout: float = 90.0) -> Done:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "TELEGRAM_", "API_SERVER_"))}
+    # The code under test, not whatever checkout the console script was installed from (a worktree).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_CHECKOUT, env.get("PYTHONPATH")) if p)
     proc = await asyncio.create_subprocess_exec(
         *_command(), "chat", "--home", str(home), *args,
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

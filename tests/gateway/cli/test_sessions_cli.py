@@ -40,6 +40,8 @@ def _env(home: Path) -> dict[str, str]:
            if not k.startswith(("HERMES_", "API_SERVER", "GATEWAY_", "TELEGRAM_"))}
     env["HERMES_HOME"] = str(home)
     env["COLUMNS"] = "200"
+    # The code under test, not whatever checkout the console script was installed from (a worktree).
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
     return env
 
 
