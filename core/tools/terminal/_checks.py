@@ -31,6 +31,8 @@ _WRITES_ALL = frozenset({"tee", "touch", "truncate", "mkdir"})
 #: commands whose last argument (or ``-t DIR``) is where they write
 _WRITES_LAST = frozenset({"cp", "mv", "ln", "install", "rsync", "scp"})
 _FIND_EXEC = frozenset({"-exec", "-execdir", "-ok", "-okdir"})
+#: commands that carry a whole folder somewhere else
+_COPIES = frozenset({"tar", "zip", "cp", "rsync", "scp", "7z", "cpio"})
 
 
 class Checker:
@@ -75,7 +77,7 @@ class Checker:
                 return reason
         words, via_xargs = strip_prefixes([w.text for w in command.words])
         if not words:
-            return None
+            return self._reads_secrets("", [r.target.text for r in command.redirects], base)
         if "$(" in words[0]:
             return "the command's name is computed by another command, so it cannot be checked"
         name, args = os.path.basename(words[0]), words[1:]
@@ -99,7 +101,17 @@ class Checker:
         if name in ("eval", "watch"):
             return self.check(" ".join(_watch_args(args) if name == "watch" else args), base, depth + 1)
         rule = self._rules.get(name)
-        return None if rule is None else rule(name, args, base, via_xargs)
+        if rule is not None and (reason := rule(name, args, base, via_xargs)):
+            return reason
+        if name in ("cd", "pushd"):
+            return None  # going there reads nothing; what runs there is checked with that base
+        return self._reads_secrets(name, [*args, *(r.target.text for r in command.redirects)], base)
+
+    def _reads_secrets(self, name: str, words: list[str], base: str | None) -> str | None:
+        for word in words:
+            if reason := self._secrets(word.partition("=")[2] if word.startswith("-") else word, base, name):
+                return reason
+        return None
 
     def _interpreter(self, name: str, args: list[str], command: SimpleCommand, before: Pipeline,
                      base: str | None, depth: int) -> str | None:
@@ -152,6 +164,27 @@ class Checker:
         if path == self.workspace:
             return not glob
         return not path.startswith(self.workspace.rstrip("/") + "/")
+
+    def _secrets(self, word: str, base: str | None, name: str) -> str | None:
+        """A read of the gateway's secrets (.env, state.db) or of a private key is as good as a leak
+        of them (``curl -d @~/.hermes/.env …``), so it is asked about; so is copying or archiving
+        $HERMES_HOME or ~/.ssh whole. Reading config.yaml or ~/.ssh/config is not."""
+        word = word.lstrip("@")  # curl -d @file
+        if not word or not any(c in word for c in "/~$.") or _DISK.match(word):
+            return None
+        path = self._path(word, base)
+        if path is None:
+            return None
+        ssh = os.path.join(self.user_home, ".ssh")
+        home = self.home.rstrip("/")
+        if path in (ssh, home):
+            return f"copies {'~/.ssh' if path == ssh else '$HERMES_HOME'} whole" if name in _COPIES else None
+        folder, _, leaf = path.rpartition("/")
+        if folder == ssh and not leaf.endswith(".pub") and (leaf.startswith("id_") or leaf.endswith((".pem", ".key"))):
+            return "reads a private key in ~/.ssh"
+        if folder == home and (leaf.startswith(".env") or ".db" in leaf):
+            return "reads the gateway's secrets or conversations ($HERMES_HOME/.env, state.db)"
+        return None
 
     def _write(self, target: str, base: str | None) -> str | None:
         """Why writing to ``target`` is dangerous, or None."""

@@ -39,6 +39,10 @@ writes into ~/.ssh                      a redirection (``>``, ``>>``, ``&>``), `
 writes into $HERMES_HOME                ``ln``, ``install``, ``rsync``, ``touch``, ``truncate``,
                                         ``mkdir``, ``rm`` or ``dd of=`` whose target is in ``~/.ssh``, or
                                         in ``$HERMES_HOME`` outside the workspace
+reads the gateway's secrets or a         a word or ``<`` naming ``$HERMES_HOME/.env*`` or a ``*.db*`` file
+private key; copies them whole          there (state.db and its WAL), ``~/.ssh/id_*``, ``*.pem``,
+                                        ``*.key`` (``curl -d @…`` too); ``tar``/``zip``/``cp``/``rsync``/
+                                        ``scp`` of ``$HERMES_HOME`` or ``~/.ssh`` itself
 fork bomb                               a function that pipes into itself or calls itself in the
                                         background (``:(){ :|:& };:`` and renamed variants),
                                         ``fork while fork``, ``while True: os.fork()``
