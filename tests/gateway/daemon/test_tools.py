@@ -99,3 +99,29 @@ async def test_stopping_the_daemon_kills_a_running_command_and_its_children(
         alive = psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
         assert not alive, f"{pid} outlived the daemon"
     assert os.getpgid(os.getpid())  # the test's own group is untouched
+
+
+async def test_stop_kills_the_running_command_and_the_chat_goes_on(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    home = tmp_path / "hermes"
+    command = "sleep 300 & echo $! > child.pid; echo $$ > shell.pid; wait"
+    fake_openai.reply_tool_calls([{"id": "t1", "name": "terminal", "arguments": {"command": command}}])
+    fake_openai.reply("Still here.")  # the stopped turn asks nothing more
+    async with run_gateway(home, fake_openai.base_url) as gw:
+        asking = asyncio.create_task(gw.ask("run it"))
+        workspace = home / "workspace"
+        for _ in range(500):
+            if (workspace / "child.pid").exists() and (workspace / "shell.pid").exists():
+                break
+            await asyncio.sleep(0.02)
+        pids = [int((workspace / name).read_text()) for name in ("shell.pid", "child.pid")]
+        assert (await gw.ask("/stop")).status_code == 200
+        await asyncio.wait_for(asking, 30)
+        for pid in pids:
+            for _ in range(100):
+                if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    break
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError(f"{pid} outlived /stop")
+        after = await gw.ask("are you there?")
+        assert after.status_code == 200 and after.json()["choices"][0]["message"]["content"] == "Still here."
