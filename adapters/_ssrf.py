@@ -40,8 +40,13 @@ __all__ = ["Network", "RemoteRefusedError", "address_refusal", "fetch_public"]
 Network = IPv4Network | IPv6Network
 Address = IPv4Address | IPv6Address
 
-#: never reachable, whatever a test allows: they hand out a cloud machine's credentials
-_METADATA = frozenset({ip_address("169.254.169.254"), ip_address("fd00:ec2::254")})
+#: never reachable, whatever a test allows: they hand out a cloud machine's credentials (AWS/GCP/
+#: Azure/OpenStack/Oracle IMDS, AWS IMDS over IPv6, ECS and EKS credentials, Alibaba Cloud's metadata,
+#: Azure's WireServer); the same list as core.tools.web's guard, which core keeps on its own side
+_METADATA = frozenset(ip_address(a) for a in (
+    "169.254.169.254", "fd00:ec2::254", "169.254.170.2", "169.254.170.23", "fd00:ec2::23",
+    "100.100.100.200", "168.63.129.16",
+))
 _NAT64 = ip_network("64:ff9b::/96")
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _CHUNK = 64 * 1024
