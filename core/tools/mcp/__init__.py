@@ -7,10 +7,27 @@ its tools offered to every agent as ``mcp_<server>_<tool>`` (toolset ``mcp:<serv
 - ``_content``: results as text, schemas we can validate; ``_stderr``: a child's stderr
 """
 
-from ._content import EMPTY_SCHEMA, result_text, usable_schema
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._manager import McpManager
-from ._server import McpServer
 from ._spec import MAX_TOOL_NAME, McpServerSpec, McpServerStatus, McpState, tool_name, unique_names
+
+if TYPE_CHECKING:
+    from ._content import EMPTY_SCHEMA, result_text, usable_schema
+    from ._server import McpServer
+
+#: what needs the SDK, loaded on first use: a daemon without MCP servers never imports it
+_LAZY = {"EMPTY_SCHEMA": "._content", "result_text": "._content", "usable_schema": "._content",
+         "McpServer": "._server"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "EMPTY_SCHEMA",

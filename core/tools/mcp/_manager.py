@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import structlog
 
 from .._base import Tool
-from ._server import PING_INTERVAL, PING_TIMEOUT, McpServer
-from ._spec import McpServerSpec, McpServerStatus
+from ._spec import PING_INTERVAL, PING_TIMEOUT, McpServerSpec, McpServerStatus
+
+if TYPE_CHECKING:
+    from ._server import McpServer
 
 log = structlog.get_logger("hermes.mcp")
 
@@ -26,6 +29,10 @@ class McpManager:
     def __init__(self, specs: Iterable[McpServerSpec], *, backoff: float = 1.0, backoff_max: float = 60.0,
                  ping_interval: float = PING_INTERVAL, ping_timeout: float = PING_TIMEOUT) -> None:
         self._servers: dict[str, McpServer] = {}
+        specs = list(specs)
+        if specs:
+            # The SDK (with pydantic models and starlette: ~20 MB) loads only for a daemon that has servers.
+            from ._server import McpServer
         for spec in specs:
             if spec.name in self._servers:
                 raise ValueError(f"two MCP servers are named {spec.name!r}")

@@ -31,15 +31,11 @@ from mcp.shared.exceptions import MCPError
 
 from .._base import Tool, ToolContext, ToolError
 from ._content import result_text, usable_schema
-from ._spec import McpServerSpec, McpServerStatus, McpState, unique_names
+from ._spec import PING_INTERVAL, PING_TIMEOUT, McpServerSpec, McpServerStatus, McpState, unique_names
 from ._stderr import ChildStderr
 
 log = structlog.get_logger("hermes.mcp")
 
-#: an idle connection is pinged this often, so a dead or hung server is noticed before a call needs it
-PING_INTERVAL = 15.0
-#: a ping unanswered for this long (or the call timeout, when shorter) means a hung server
-PING_TIMEOUT = 10.0
 _ERROR_CHARS = 300
 _CLOSED = "the server closed the connection (the process exited?)"
 

@@ -8,6 +8,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+#: an idle connection is pinged this often, so a dead or hung server is noticed before a call needs it
+PING_INTERVAL = 15.0
+#: a ping unanswered for this long (or the call timeout, when shorter) means a hung server
+PING_TIMEOUT = 10.0
+
 McpState = Literal["starting", "ready", "failed", "restarting", "disabled", "stopped"]
 
 #: the OpenAI ``tools`` array allows these characters in a function name, at most 64 of them

@@ -125,3 +125,15 @@ async def test_stop_kills_the_running_command_and_the_chat_goes_on(tmp_path: Pat
                 raise AssertionError(f"{pid} outlived /stop")
         after = await gw.ask("are you there?")
         assert after.status_code == 200 and after.json()["choices"][0]["message"]["content"] == "Still here."
+
+
+def test_the_heavy_tool_libraries_load_only_when_used() -> None:
+    """The MCP SDK (~20 MB with starlette) and trafilatura (lxml, dateparser) are not loaded by a
+    daemon that has no MCP server and has fetched no page: the memory lead is kept."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gateway.daemon.runner, gateway.cli; "
+            "print(sorted(m for m in ('mcp', 'starlette', 'trafilatura', 'lxml', 'dateparser') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]"
