@@ -19,7 +19,7 @@ from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 
 from .._approval_tool import tool_results
-from ..conftest import run_telegram_gateway
+from ..conftest import rows, run_telegram_gateway
 from .test_approvals_e2e import approval_id, prompts, wait_prompt, wait_said, wait_settled
 
 FLAG_REASON = "writes into $HERMES_HOME (the gateway's own files)"
@@ -31,6 +31,10 @@ def results(fake_openai: FakeOpenAI) -> list[str]:
     last = fake_openai.chat_requests[-1].body["messages"]
     calls = [m for m in last if m["role"] == "assistant" and m.get("tool_calls")]
     return found[-len(calls[-1]["tool_calls"]):] if calls else found
+
+
+def stored_tool_results(db: Path) -> list[str]:
+    return [str(r[0]) for r in rows(db, "SELECT content FROM messages WHERE role = 'tool' ORDER BY id")]
 
 
 def offered(body: dict[str, Any]) -> set[str]:
@@ -56,7 +60,7 @@ async def test_a_dangerous_command_is_asked_verbatim_and_runs_once_approved_not_
     command = f"echo ok > {flag}"
     call(fake_openai, "terminal", "Flag written.", command=command)
     call(fake_openai, "terminal", "I left it.", command=f"echo again >> {flag}")
-    async with gateway(tmp_path, fake, fake_openai):
+    async with gateway(tmp_path, fake, fake_openai) as gw:
         chat = fake.private_chat()["id"]
         await fake.user_says("write the flag")
         prompt = await wait_prompt(fake, chat)
@@ -69,6 +73,7 @@ async def test_a_dangerous_command_is_asked_verbatim_and_runs_once_approved_not_
         await wait_settled(fake, chat, prompt, "✅ Approved by Alice")
         assert flag.read_text() == "ok\n"
         assert results(fake_openai) == ["exit code 0\n(no output)"]
+        assert stored_tool_results(gw.db_path) == ["exit code 0\n(no output)"]  # what the model saw, kept
 
         await fake.user_says("append to it")
         second = await wait_prompt(fake, chat, 2)
@@ -78,6 +83,7 @@ async def test_a_dangerous_command_is_asked_verbatim_and_runs_once_approved_not_
         assert flag.read_text() == "ok\n"  # did not run
         [denied] = results(fake_openai)
         assert denied.startswith("Error: Not done") and "did not approve" in denied
+        assert stored_tool_results(gw.db_path)[-1] == denied
 
 
 async def test_hermes_home_in_a_command_is_the_home_it_was_checked_against(
