@@ -206,3 +206,38 @@ async def test_the_policy_deny_refuses_a_dangerous_command_and_off_runs_it_witho
             assert result == "exit code 0\n(no output)"
         else:
             assert result.startswith("Error: Not done") and "tools.approvals: deny" in result
+
+
+@pytest.mark.parametrize("words", ["*bold* _it_ [x](y) <b>&amp;", "a`b ``` c\\\\d ~strike~ ||spoiler||"])
+async def test_the_question_shows_a_command_full_of_markup_verbatim(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, words: str
+) -> None:
+    fake, flag = fake_telegram, tmp_path / "h" / "flag"
+    command = f"printf '%s\\n' '{words}' > {flag}"
+    call(fake_openai, "terminal", "Printed.", command=command)
+    async with gateway(tmp_path, fake, fake_openai):
+        chat = fake.private_chat()["id"]
+        await fake.user_says("print it")
+        prompt = await wait_prompt(fake, chat)
+        assert command in prompt["rendered"], prompt["rendered"]
+        await fake.user_presses((chat, prompt["message_id"]), approval_data(approval_id(prompt), "approve"))
+        await wait_said(fake, chat, "Printed.")
+        assert flag.read_text() == f"{words}\n"
+        settled = await wait_settled(fake, chat, prompt, "✅ Approved by Alice")
+        assert command in settled["text"], settled["text"]
+
+
+async def test_a_command_longer_than_a_telegram_message_is_still_asked(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake, flag = fake_telegram, tmp_path / "h" / "flag"
+    command = f"echo {'a' * 6000} > {flag}"
+    call(fake_openai, "terminal", "Long one done.", command=command)
+    async with gateway(tmp_path, fake, fake_openai, tools={"approval_timeout": 10}):
+        chat = fake.private_chat()["id"]
+        await fake.user_says("print it")
+        prompt = await wait_prompt(fake, chat)
+        assert f"echo {'a' * 100}" in prompt["rendered"] and FLAG_REASON in prompt["rendered"]
+        await fake.user_presses((chat, prompt["message_id"]), approval_data(approval_id(prompt), "approve"))
+        await wait_said(fake, chat, "Long one done.")
+        assert flag.read_text() == "a" * 6000 + "\n"

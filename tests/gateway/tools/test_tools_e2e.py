@@ -67,6 +67,18 @@ async def test_web_fetch_refuses_metadata_and_loopback_and_the_daemon_keeps_answ
         assert await ask(gw.http, "are you there?") == "Still here."
 
 
+@pytest.mark.parametrize("host", ["localhost", "2130706433", "0x7f.1", "[::ffff:127.0.0.1]"])
+async def test_web_fetch_refuses_loopback_however_it_is_spelled(
+    tmp_path: Path, fake_openai: FakeOpenAI, local_page: str, host: str
+) -> None:
+    url = local_page.replace("127.0.0.1", host)
+    fake_openai.reply_tool_calls([{"name": "web_fetch", "arguments": {"url": url}}]).reply("Refused.")
+    async with run_gateway(tmp_path / "h", fake_openai.base_url) as gw:
+        assert await ask(gw.http, "fetch it") == "Refused."
+        [result] = stored_tool_results(gw.db_path)
+        assert result.startswith("Error:") and "Shopping" not in result, result
+
+
 async def test_web_fetch_reads_a_local_page_as_markdown_with_allow_private(
     tmp_path: Path, fake_openai: FakeOpenAI, local_page: str
 ) -> None:
@@ -99,6 +111,26 @@ async def test_a_streamed_request_asks_about_a_dangerous_command_and_the_next_re
                 < text.index("Flag is set."))
         assert flag.read_text() == "ok\n"
         assert stored_tool_results(gw.db_path) == ["exit code 0\n(no output)"]
+
+
+async def test_a_request_without_a_stream_gets_the_question_and_deny_keeps_the_command_from_running(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    home = tmp_path / "h"
+    flag = home / "flag"
+    command = f"echo ok > {flag}"
+    fake_openai.reply_tool_calls([{"name": "terminal", "arguments": {"command": command}}]).reply("Left it.")
+    fake_openai.reply_tool_calls([{"name": "terminal", "arguments": {"command": "echo hi"}}]).reply("Said hi.")
+    async with run_gateway(home, fake_openai.base_url) as gw:
+        question = await ask(gw.http, "set the flag")
+        assert command in question and "writes into $HERMES_HOME" in question and "/approve" in question
+        assert await ask(gw.http, "/deny") == "⛔ Denied by alice.\n\nLeft it."
+        assert not flag.exists()
+        [denied] = stored_tool_results(gw.db_path)
+        assert denied.startswith("Error: Not done") and "did not approve" in denied
+        # a harmless command is not asked: the request gets the answer itself
+        assert await ask(gw.http, "say hi") == "Said hi."
+        assert stored_tool_results(gw.db_path)[-1] == "exit code 0\noutput (3 bytes):\nhi\n"
 
 
 async def test_a_flood_of_output_is_stored_capped_and_the_daemon_answers_promptly_after(
