@@ -241,3 +241,31 @@ async def test_a_command_longer_than_a_telegram_message_is_still_asked(
         await fake.user_presses((chat, prompt["message_id"]), approval_data(approval_id(prompt), "approve"))
         await wait_said(fake, chat, "Long one done.")
         assert flag.read_text() == "a" * 6000 + "\n"
+
+
+async def test_always_covers_that_command_only_and_only_in_this_session(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake, flag = fake_telegram, tmp_path / "h" / "flag"
+    command = f"echo ok >> {flag}"
+    call(fake_openai, "terminal", "First.", command=command)
+    call(fake_openai, "terminal", "Other.", command=f"echo other >> {flag}")
+    call(fake_openai, "terminal", "New session.", command=command)
+    async with gateway(tmp_path, fake, fake_openai):
+        chat = fake.private_chat()["id"]
+        await fake.user_says("write the flag")
+        prompt = await wait_prompt(fake, chat)
+        await fake.user_presses((chat, prompt["message_id"]), approval_data(approval_id(prompt), "always"))
+        await wait_said(fake, chat, "First.")
+        await fake.user_says("another one")
+        other = await wait_prompt(fake, chat, 2)  # a different command is asked
+        await fake.user_presses((chat, other["message_id"]), approval_data(approval_id(other), "deny"))
+        await wait_said(fake, chat, "Other.")
+        await fake.user_says("/new")
+        await wait_said(fake, chat, "New session started")
+        await fake.user_says("write the flag again")
+        third = await wait_prompt(fake, chat, 3)  # a new session asks again
+        assert command in third["rendered"]
+        await fake.user_presses((chat, third["message_id"]), approval_data(approval_id(third), "approve"))
+        await wait_said(fake, chat, "New session.")
+        assert flag.read_text() == "ok\nok\n"
