@@ -348,6 +348,14 @@ async def test_hermes_home_is_the_home_the_command_was_checked_against(
     assert out.ok and f"[{settings.home}]" in out.content, out.content
 
 
+async def test_home_is_set_when_the_daemon_has_none(settings: TerminalSettings, store: StateStore,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # classify reads "$HOME/..." as the daemon's home directory: "" would make "$HOME/x" "/x"
+    monkeypatch.delenv("HOME", raising=False)
+    out = await _run(settings, store, 'echo "[$HOME]"')
+    assert out.ok and f"[{Path.home()}]" in out.content, out.content
+
+
 # ------------------------------------------------------------------ approvals
 
 
