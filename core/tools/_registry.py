@@ -86,6 +86,8 @@ class ToolRegistry:
     def __init__(self, tools: Iterable[Tool] = (), *, max_result_chars: int | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._validators: dict[str, jsonschema.protocols.Validator] = {}
+        #: tools a view leaves out for the kind of chat (name -> the ``tools.groups`` key that does)
+        self._off_here: dict[str, str] = {}
         #: ``agent.max_tool_result_kb``: no result is longer, whatever its tool allows (None: the tool's own)
         self.max_result_chars = max_result_chars
         for tool in tools:
@@ -129,7 +131,8 @@ class ToolRegistry:
         for tool in self._tools.values():
             if tool.unavailable is not None:
                 continue
-            if groups is not None and groups.blocks(tool, chat_type) is not None:
+            if groups is not None and (which := groups.blocks(tool, chat_type)) is not None:
+                view._off_here[tool.name] = which
                 continue
             if policy.allows(tool.toolset):
                 view._tools[tool.name] = tool
@@ -141,6 +144,7 @@ class ToolRegistry:
         because a tool of that name is here already, or because its schema is invalid."""
         view = ToolRegistry(max_result_chars=self.max_result_chars)
         view._tools, view._validators = dict(self._tools), dict(self._validators)
+        view._off_here = dict(self._off_here)
         skipped: list[str] = []
         for tool in tools:
             try:
@@ -168,6 +172,9 @@ class ToolRegistry:
 
     async def dispatch(self, name: str, arguments: str | Mapping[str, Any] | None, ctx: ToolContext) -> ToolOutcome:
         tool = self._tools.get(name)
+        if tool is None and (which := self._off_here.get(name)) is not None:
+            return ToolOutcome(f"Error: {name} is off in groups and channels (config tools.groups.{which}), so "
+                               "it was not run. Do not retry here; tell the user it works in a direct chat.", False)
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             return ToolOutcome(f"Error: there is no tool named {name!r}. Available tools: {known}.", False)

@@ -7,7 +7,8 @@ of it (``env``), so a child starts from the daemon's environment minus:
 * every name in ``secret_names`` (the names of ``$HERMES_HOME/.env`` and other known secrets);
 * every name that looks like a secret: containing TOKEN, SECRET, PASSWORD, PASSWD, CREDENTIAL,
   PRIVATE or COOKIE, or ending in KEY, KEYS, APIKEY, _PAT, _AUTH or _PASS;
-* the gateway's own ``HERMES_*`` settings, except ``HERMES_HOME``;
+* the gateway's own ``HERMES_*`` settings, except ``HERMES_HOME`` (which the terminal tool sets to
+  the home its commands are checked against);
 
 unless the name is in ``pass_env`` (config ``tools.terminal.pass_env``): that is how a
 person hands a command a token on purpose. ``PATH``, ``HOME``, ``LANG`` and the rest stay.

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import structlog
@@ -82,6 +83,11 @@ async def _terminal(args: Mapping[str, Any], ctx: ToolContext, settings: Termina
     except OSError as exc:
         raise ToolError(f"The workspace folder {settings.cwd} cannot be used ({exc.strerror}).") from None
     env = child_env({**settings.dotenv, **os.environ}, settings.secret_names, settings.pass_env, cwd=settings.cwd)
+    # The command was checked with $HERMES_HOME read as this home: it must run with the same one (a
+    # daemon started without the variable would otherwise hand it "" and "$HERMES_HOME/x" become "/x").
+    env["HERMES_HOME"] = str(settings.home)
+    # likewise $HOME, read as the daemon's home directory (a service may start without the variable)
+    env.setdefault("HOME", str(Path.home()))
     log.info("terminal.run", command=command[:200], timeout=timeout, session_id=ctx.session_id)
     try:
         result = await run_command(command, shell=settings.shell, cwd=settings.cwd, env=env, time_limit=timeout,

@@ -4,12 +4,14 @@ tools that are listed but not offered."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.tools import GroupToolPolicy, Tool, ToolContext, ToolRegistry, ToolsetPolicy, tool_overview
 from core.tools.mcp import McpServerStatus
+from storage import StateStore
 
 
 async def _ok(args: Mapping[str, Any], ctx: ToolContext) -> str:
@@ -61,6 +63,19 @@ def test_terminal_and_writes_are_off_in_groups_unless_allowed() -> None:
     assert "terminal" in terminal_only and "write_file" not in terminal_only
     writes_only = registry.for_platform(everything, "group", GroupToolPolicy(file_writes=True))
     assert "write_file" in writes_only and "terminal" not in writes_only
+
+
+async def test_a_call_to_a_tool_off_in_groups_says_why(store: StateStore, tmp_path: Path) -> None:
+    registry = ToolRegistry([_tool("terminal", "terminal", tags=("writes",)),
+                             _tool("write_file", "files", tags=("writes",)), _tool("memory", "core")])
+    view = registry.for_platform(ToolsetPolicy(), "group", GroupToolPolicy())
+    ctx = ToolContext(session_id="s1", platform="telegram", home=tmp_path, store=store)
+    for name, key in (("terminal", "terminal"), ("write_file", "file_writes")):
+        out = await view.dispatch(name, {}, ctx)
+        assert not out.ok and out.content.startswith(f"Error: {name} is off in groups and channels")
+        assert f"tools.groups.{key}" in out.content
+    unknown = await view.dispatch("nope", {}, ctx)
+    assert "there is no tool named 'nope'" in unknown.content
 
 
 def test_an_unavailable_tool_is_listed_but_not_offered() -> None:

@@ -335,6 +335,27 @@ async def test_secrets_do_not_reach_the_command(settings: TerminalSettings, stor
     assert seen["PWD"] == str(settings.cwd) and seen["PATH"] == os.environ["PATH"]
 
 
+@pytest.mark.parametrize("daemon_has", [None, "/somewhere/else"])
+async def test_hermes_home_is_the_home_the_command_was_checked_against(
+        settings: TerminalSettings, store: StateStore, monkeypatch: pytest.MonkeyPatch, daemon_has: str | None) -> None:
+    # classify reads "$HERMES_HOME/workspace/x" as inside the workspace (not asked): the command must
+    # see that home, not "" (a daemon started with the default home) nor another value
+    if daemon_has is None:
+        monkeypatch.delenv("HERMES_HOME", raising=False)
+    else:
+        monkeypatch.setenv("HERMES_HOME", daemon_has)
+    out = await _run(settings, store, 'echo "[$HERMES_HOME]"')
+    assert out.ok and f"[{settings.home}]" in out.content, out.content
+
+
+async def test_home_is_set_when_the_daemon_has_none(settings: TerminalSettings, store: StateStore,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # classify reads "$HOME/..." as the daemon's home directory: "" would make "$HOME/x" "/x"
+    monkeypatch.delenv("HOME", raising=False)
+    out = await _run(settings, store, 'echo "[$HOME]"')
+    assert out.ok and f"[{Path.home()}]" in out.content, out.content
+
+
 # ------------------------------------------------------------------ approvals
 
 
