@@ -206,3 +206,23 @@ async def test_no_answer_within_the_timeout_is_a_deny_and_a_late_press_hears_it(
         late = await wait_said(fake, dm, "Too late")
         assert "expired" in late["content"] and not marker.exists()
         assert waiting(running.gateway) == 0
+
+
+async def test_a_streamed_answer_never_edits_over_the_question(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord
+) -> None:
+    fake, marker = fake_discord, tmp_path / "marker"
+    answer = " ".join(f"word{i}" for i in range(40)) + " done."
+    fake_openai.tokens_per_second = 200.0
+    fake_openai.reply_tool_calls([{"name": "touch", "arguments": {"path": str(marker)}}],
+                                 content="Let me touch it first.").reply(answer)
+    streaming = {"min_chars": 5, "first_delay": 0.05, "edit_interval": 0.25, "tool_progress": True}
+    async with run_discord_gateway(tmp_path / "h", fake, fake_openai.base_url, agent_maker=approving_agents(),
+                                   config={**QUIET_AGENT, "streaming": streaming}):
+        await fake.user_says("touch it, then tell me a story", chat="general", mention=True)
+        question = await wait_question(fake, fake.general)
+        await fake.user_presses(question["id"], button(question, "approve"))
+        await wait_said(fake, fake.general, answer)
+        edits = [s for s in fake.sent if s["method"] == "edit_message" and s["message_id"] == question["id"]]
+        assert len(edits) == 1 and "✅ Approved by Alice" in edits[0]["text"]
+        assert marker.exists()
