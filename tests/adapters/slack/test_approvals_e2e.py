@@ -212,3 +212,21 @@ async def test_a_streamed_answer_never_edits_over_the_question(
         assert fake.versions(CHANNEL, question["ts"])[-1].endswith("✅ Approved by user-u0user001")
         assert len(fake.versions(CHANNEL, question["ts"])) == 2  # asked, then settled: nothing else
         assert marker.exists()
+
+
+async def test_the_slash_command_with_the_id_answers_a_question_in_a_thread(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack
+) -> None:
+    fake, marker = fake_slack, tmp_path / "marker"
+    touch(fake_openai, marker, "Denied, so untouched.")
+    async with gateway(tmp_path, fake, fake_openai) as gw:
+        running: RunningSlack = gw
+        await fake.user_says("touch the marker", chat=CHANNEL, mention=True)
+        question = await wait_question(fake, CHANNEL)
+        # A slash command carries no thread: the id finds the question all the same.
+        await fake.slash_command("/deny", question["approval_id"], chat=CHANNEL, user=BOB)
+        await wait_said(fake, CHANNEL, "can answer this approval")
+        await fake.slash_command("/deny", question["approval_id"], chat=CHANNEL)
+        await wait_settled(fake, question, "⛔ Denied by")
+        await wait_said(fake, CHANNEL, "Denied, so untouched.")
+        assert not marker.exists() and waiting(running.gateway) == 0
