@@ -8,6 +8,7 @@ than the asker comes with another session key: the gateway finds the question by
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -226,3 +227,48 @@ async def test_a_streamed_answer_never_edits_over_the_question(
         edits = [s for s in fake.sent if s["method"] == "edit_message" and s["message_id"] == question["id"]]
         assert len(edits) == 1 and "✅ Approved by Alice" in edits[0]["text"]
         assert marker.exists()
+
+
+async def test_always_in_a_channel_holds_for_the_askers_session_only(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord
+) -> None:
+    fake, marker = fake_discord, tmp_path / "marker"
+    bob = fake.add_user("bob")
+    touch(fake_openai, marker, "First time.")
+    touch(fake_openai, marker, "Second time.")
+    touch(fake_openai, marker, "Bob's time.")
+    async with gateway(tmp_path, fake, fake_openai, users=[bob]):
+        await fake.user_says("touch the marker", chat="general", mention=True)
+        question = await wait_question(fake, fake.general)
+        await fake.user_presses(question["id"], button(question, "always"))
+        await wait_settled(fake, question, "♾ Approved by Alice")
+        await wait_said(fake, fake.general, "First time.")
+        await fake.user_says("and again", chat="general", mention=True)
+        await wait_said(fake, fake.general, "Second time.")
+        assert marker.read_text().splitlines()[1] == 'approved before with "always" in this session'
+        # Bob has a session of his own in this channel: he is asked.
+        await fake.user_says("touch it for me", chat="general", mention=True, user=bob)
+        bobs = await fake.wait_for(lambda: [m for m in fake.channel_messages(fake.general) if m.get("components")],
+                                   WAIT, what="Bob's question")
+        assert "Bob" in bobs[0]["content"] and len(marker.read_text().splitlines()) == 2
+
+
+async def test_a_stop_of_the_gateway_ends_a_waiting_question_at_once(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord
+) -> None:
+    # Once the gateway stops, nobody can answer (intake is closed): the drain must not wait for one.
+    fake, marker = fake_discord, tmp_path / "marker"
+    touch(fake_openai, marker, "The gateway restarts, so I left it.")
+    loop = asyncio.get_running_loop()
+    async with gateway(tmp_path, fake, fake_openai) as gw:
+        running: RunningDiscord = gw
+        dm = (await fake.user_says("touch the marker"))["channel_id"]
+        question = await wait_question(fake, dm)
+        started = loop.time()
+        running.gateway.request_stop()
+        await wait_settled(fake, question, "⏹ Cancelled (the gateway is restarting)")
+        await wait_said(fake, dm, "The gateway restarts, so I left it.")
+    assert loop.time() - started < 10  # well within gateway.drain_timeout (20 s)
+    assert not marker.exists()
+    [result] = tool_results([r.body for r in fake_openai.chat_requests])
+    assert "the gateway is restarting" in result
