@@ -187,6 +187,11 @@ class Approvals:
         return [p for p in self._pending.values()
                 if (p.platform, p.chat_id, p.thread_id) == (platform, chat_id, thread_id) and not p.future.done()]
 
+    def in_threads(self, platform: str, chat_id: str) -> list[PendingApproval]:
+        """The questions waiting in one chat's threads (not at its top level), oldest first."""
+        return [p for p in self._pending.values() if (p.platform, p.chat_id) == (platform, chat_id)
+                and p.thread_id is not None and not p.future.done()]
+
     def may_answer(self, pending: PendingApproval, platform: str, user_id: str | None) -> bool:
         if user_id is None:
             return False

@@ -230,3 +230,20 @@ async def test_the_slash_command_with_the_id_answers_a_question_in_a_thread(
         await wait_settled(fake, question, "⛔ Denied by")
         await wait_said(fake, CHANNEL, "Denied, so untouched.")
         assert not marker.exists() and waiting(running.gateway) == 0
+
+
+async def test_a_slash_approve_without_the_id_finds_the_askers_question_in_a_thread(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack
+) -> None:
+    # Slack sends a slash command without its thread: the question waits in one all the same.
+    fake, marker = fake_slack, tmp_path / "marker"
+    touch(fake_openai, marker)
+    async with gateway(tmp_path, fake, fake_openai):
+        await fake.user_says("touch the marker", chat=CHANNEL, mention=True)
+        question = await wait_question(fake, CHANNEL)
+        await fake.slash_command("/approve", chat=CHANNEL, user=BOB)  # not Bob's question
+        await wait_said(fake, CHANNEL, "The approvals waiting in this chat's threads are not yours to answer.")
+        await fake.slash_command("/approve", chat=CHANNEL)
+        await wait_settled(fake, question, "✅ Approved by")
+        await wait_said(fake, CHANNEL, "Done.")
+        assert marker.read_text() == f"approved by {USER}\n"
