@@ -6,7 +6,8 @@ person who pressed, so one path decides who may answer: the asker (same platform
 someone in ``tools.approvers``. Anyone else is told so, and the question keeps waiting.
 
 Without an id the answer goes to the one question waiting in this chat (thread); with several
-waiting the reply lists them. Where the adapter edits the question into its outcome (buttons), a
+waiting the reply lists them. Sent outside any thread (a Slack slash command carries none) with
+nothing waiting there, it takes the sender's own questions in the chat's threads. Where the adapter edits the question into its outcome (buttons), a
 successful answer needs no reply of its own: the edited question says it, in place.
 """
 
@@ -50,6 +51,13 @@ def _answer(ctx: CommandContext, choice: ApprovalChoice, approval_id: str | None
     approvals = ctx.services.approvals
     if approval_id is None:
         waiting = approvals.in_chat(msg.platform, msg.chat_id, msg.thread_id)
+        if not waiting and msg.thread_id is None:
+            # A command that comes without its thread (a Slack slash command never says where it was
+            # typed): this person's own questions in the chat's threads.
+            threaded = approvals.in_threads(msg.platform, msg.chat_id)
+            waiting = [p for p in threaded if approvals.may_answer(p, msg.platform, msg.user_id)]
+            if threaded and not waiting:
+                return "The approvals waiting in this chat's threads are not yours to answer."
         if not waiting:
             return "Nothing is waiting for an approval in this chat."
         if len(waiting) > 1:

@@ -197,6 +197,8 @@ class Gateway:
                          waiting=services.lanes.total_waiting)
                 self.notifier.stopping(f"draining: {services.lanes.running} turns running")
                 router.stop_intake()
+                # Nobody can answer a question now (intake is closed): they end as a no, not by the drain's cut.
+                services.approvals.stop()
                 cut = await services.lanes.drain(self.config.settings.gateway.drain_timeout)
                 if cut:
                     log.warning("gateway.drain_cut", turns=cut)

@@ -13,7 +13,9 @@ restart keeps it; a new session (/new, a reset) asks again. Without a store (tes
 memory only.
 
 A pending question is not persisted: it belongs to a running turn, and a restart ends that turn,
-so its question is gone with it (a late press hears "no approval ... is waiting").
+so its question is gone with it (a late press hears "no approval ... is waiting"). Once the gateway
+stops (``Approvals.stop``, as intake closes) nobody can answer any more: every question waiting ends
+at once as a no, and no new one is asked, so the drain never waits on a person.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ _ACTION_SHOWN = 700
 _ACTION_SETTLED = 200
 
 CANCELLED = "⏹ Cancelled (the turn was stopped)"
+STOPPING = "⏹ Cancelled (the gateway is restarting)"
 
 
 def new_approval_id() -> str:
@@ -68,6 +71,10 @@ class ApprovalAnswer:
     @property
     def who(self) -> str:
         return self.user_name or self.user_id or "someone"
+
+
+#: the "answer" of a question the gateway's stop ended (``Approvals.stop``): a no, from nobody
+_STOPPED = ApprovalAnswer("deny", None, None)
 
 
 @dataclass
@@ -111,6 +118,8 @@ def timeout_outcome(timeout: float) -> str:
 
 
 def answer_outcome(answer: ApprovalAnswer) -> str:
+    if answer is _STOPPED:
+        return STOPPING
     if answer.choice == "approve":
         return f"✅ Approved by {answer.who}"
     if answer.choice == "always":
@@ -139,6 +148,8 @@ class Approvals:
         self._settled: OrderedDict[str, str] = OrderedDict()
         #: session id -> its "always" patterns (with a store: a cache of the sessions read lately)
         self._always: OrderedDict[str, set[str]] = OrderedDict()
+        #: the gateway stops: questions waiting were ended, new ones are not asked
+        self.stopping = False
 
     @property
     def count(self) -> int:
@@ -160,6 +171,14 @@ class Approvals:
         self._pending[approval_id] = pending
         return pending
 
+    def stop(self) -> None:
+        """The gateway stops and takes no answer any more: every question waiting ends now, as a no
+        (its turn settles it: ``STOPPING``), and ``TurnApprover`` asks no new one."""
+        self.stopping = True
+        for pending in self._pending.values():
+            if not pending.future.done():
+                pending.future.set_result(_STOPPED)
+
     def get(self, approval_id: str) -> PendingApproval | None:
         return self._pending.get(approval_id)
 
@@ -167,6 +186,11 @@ class Approvals:
         """The questions waiting in one chat (its thread), oldest first."""
         return [p for p in self._pending.values()
                 if (p.platform, p.chat_id, p.thread_id) == (platform, chat_id, thread_id) and not p.future.done()]
+
+    def in_threads(self, platform: str, chat_id: str) -> list[PendingApproval]:
+        """The questions waiting in one chat's threads (not at its top level), oldest first."""
+        return [p for p in self._pending.values() if (p.platform, p.chat_id) == (platform, chat_id)
+                and p.thread_id is not None and not p.future.done()]
 
     def may_answer(self, pending: PendingApproval, platform: str, user_id: str | None) -> bool:
         if user_id is None:
@@ -182,7 +206,7 @@ class Approvals:
         if pending is None:
             ended = self._settled.get(approval_id)
             return Resolution("settled", outcome=ended) if ended is not None else Resolution("unknown")
-        if pending.future.done():  # answered a moment ago; its turn has not closed it yet
+        if pending.future.done():  # answered a moment ago (or ended by a stop); its turn has not closed it yet
             return Resolution("settled", pending, answer_outcome(pending.future.result()))
         if not self.may_answer(pending, platform, user_id):
             return Resolution("not_allowed", pending)
@@ -269,6 +293,9 @@ class TurnApprover:
             return ApprovalDecision(True, "approved before with \"always\" in this session")
         if self._adapter is None:
             return ApprovalDecision(False, "nobody can be asked on this platform")
+        if self._approvals.stopping:
+            log.info("approval.refused_stopping", tool=request.tool)
+            return ApprovalDecision(False, "the gateway is restarting: nobody can answer now")
         return await self._ask(self._adapter, request)
 
     async def _ask(self, adapter: Adapter, request: ApprovalRequest) -> ApprovalDecision:
@@ -297,6 +324,9 @@ class TurnApprover:
             if answer is None:
                 outcome = timeout_outcome(timeout)
                 decision = ApprovalDecision(False, f"no answer within {timeout:g} s")
+            elif answer is _STOPPED:
+                outcome = STOPPING
+                decision = ApprovalDecision(False, "the gateway is restarting: nobody can answer now")
             else:
                 outcome = answer_outcome(answer)
                 approved = answer.choice != "deny"

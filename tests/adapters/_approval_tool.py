@@ -14,9 +14,14 @@ from typing import Any
 from core.llm import ModelClient
 from core.tools import ApprovalRequest, Tool, ToolContext, ToolRegistry, require_approval
 from gateway.daemon.agents import DefaultAgents
+from gateway.daemon.runner import Gateway
 from gateway.routing.turns import AgentMaker
+from tests.fakes.openai_server import FakeOpenAI
 
 REASON = "it writes a file outside the workspace"
+#: config for the daemon's tests of approvals: no background model calls (titles, reviews) to race
+#: the scripted replies
+QUIET_AGENT = {"agent": {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0}}
 
 
 def touch_request(path: str) -> ApprovalRequest:
@@ -51,3 +56,14 @@ def tool_results(bodies: list[Any]) -> list[str]:
         if found:
             return found
     return []
+
+
+def touch(fake_openai: FakeOpenAI, marker: Path, answer: str = "Done.") -> None:
+    """Script the model: call ``touch`` on ``marker``, then say ``answer``."""
+    fake_openai.reply_tool_calls([{"name": "touch", "arguments": {"path": str(marker)}}]).reply(answer)
+
+
+def waiting(gateway: Gateway) -> int:
+    """The approvals the daemon holds open now."""
+    assert gateway.services is not None
+    return gateway.services.approvals.count

@@ -13,7 +13,7 @@ import re
 import signal
 import sqlite3
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +25,10 @@ import pytest
 from adapters._split import join_chunks
 from adapters.base import AdapterError, OutboundMessage
 from adapters.discord import DiscordAdapter
+from core.llm import ModelClient
 from gateway.config import ConfigError, load_config
 from gateway.daemon.runner import Gateway
+from gateway.routing.turns import AgentMaker
 from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
@@ -98,12 +100,13 @@ async def run_discord_gateway(
     env: dict[str, str] | None = None,
     config: dict[str, Any] | None = None,
     wait_for: tuple[str, ...] = ("connected",),
+    agent_maker: Callable[[ModelClient], AgentMaker] | None = None,
 ) -> AsyncIterator[RunningDiscord]:
     # "Queued" acks would race the answers these tests wait for.
     cfg = daemon_config(model_url, free_port(), "discord", discord_config(fake, **(discord or {})),
                         {"gateway": {"busy_ack": False, "typing_delay": 0}}, config)
     full_env = {"DISCORD_BOT_TOKEN": fake.token, "DISCORD_ALLOWED_USERS": fake.user["id"], **(env or {})}
-    async with serve_gateway(home, cfg, full_env, "discord", wait_for) as (gw, http):
+    async with serve_gateway(home, cfg, full_env, "discord", wait_for, agent_maker=agent_maker) as (gw, http):
         yield RunningDiscord(gw, home, fake, http)
 
 

@@ -12,7 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +25,10 @@ from adapters._split import join_chunks
 from adapters.base import OutboundMessage
 from adapters.settings import reveal
 from adapters.slack import SlackAdapter
+from core.llm import ModelClient
 from gateway.config import ConfigError, load_config
 from gateway.daemon.runner import Gateway
+from gateway.routing.turns import AgentMaker
 from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, FakeSlack, sign
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
@@ -83,6 +85,7 @@ async def run_slack_gateway(
     env: dict[str, str] | None = None,
     config: dict[str, Any] | None = None,
     wait_for: tuple[str, ...] = ("connected",),
+    agent_maker: Callable[[ModelClient], AgentMaker] | None = None,
 ) -> AsyncIterator[RunningSlack]:
     port = free_port()
     section = {"api_base_url": fake.api_base_url, "mode": mode, "ping_interval": 0.5, "thinking_placeholder": False,
@@ -92,7 +95,7 @@ async def run_slack_gateway(
                 "SLACK_ALLOWED_USERS": USER, **(env or {})}
     if mode == "http":
         fake.events_url = f"http://127.0.0.1:{port}/slack/events"
-    async with serve_gateway(home, cfg, full_env, "slack", wait_for) as (gw, http):
+    async with serve_gateway(home, cfg, full_env, "slack", wait_for, agent_maker=agent_maker) as (gw, http):
         yield RunningSlack(gw, home, fake, http)
 
 

@@ -17,7 +17,7 @@ from adapters.approvals import approval_data
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 
-from .._approval_tool import REASON, approving_agents, tool_results
+from .._approval_tool import REASON, approving_agents, tool_results, touch, waiting
 from ..conftest import RunningTelegram, run_telegram_gateway, stored_answers
 
 WAIT = 20.0
@@ -60,16 +60,6 @@ async def wait_settled(fake: FakeTelegram, chat_id: int, prompt: dict[str, Any],
     result: dict[str, Any] = await fake.wait_for(settled, WAIT, what=f"the question edited to {part!r}")
     assert "reply_markup" not in result
     return result
-
-
-def waiting(gw: RunningTelegram) -> int:
-    """The approvals the daemon holds open now."""
-    assert gw.gateway.services is not None
-    return gw.gateway.services.approvals.count
-
-
-def touch(fake_openai: FakeOpenAI, marker: Path, answer: str = "Done.") -> None:
-    fake_openai.reply_tool_calls([{"name": "touch", "arguments": {"path": str(marker)}}]).reply(answer)
 
 
 def gateway(tmp_path: Path, fake: FakeTelegram, fake_openai: FakeOpenAI, *, tools: dict[str, Any] | None = None,
@@ -189,7 +179,7 @@ async def test_no_answer_within_the_timeout_is_a_deny_and_a_late_press_hears_it(
                                 stale=True)
         late = await wait_said(fake, chat, "Too late")
         assert "expired" in late["rendered"] and not marker.exists()
-        assert waiting(gw) == 0  # nothing left behind
+        assert waiting(gw.gateway) == 0  # nothing left behind
 
 
 async def test_always_is_not_asked_again_in_the_session(
@@ -229,7 +219,7 @@ async def test_stop_while_the_question_waits_cancels_it(
         await fake.user_presses((chat, prompt["message_id"]), approval_data(approval_id(prompt), "approve"),
                                 stale=True)
         await wait_said(fake, chat, "already answered (⏹ Cancelled")
-        assert not marker.exists() and waiting(gw) == 0
+        assert not marker.exists() and waiting(gw.gateway) == 0
         # The daemon keeps serving.
         fake_openai.reply("Still here.")
         await fake.user_says("hello?")

@@ -173,3 +173,18 @@ async def test_always_is_kept_in_state_db_across_a_restart(db_path: Path) -> Non
         rows = await store.read(lambda c: c.execute(
             "SELECT session_id, pattern, tool, approved_by FROM gateway_approvals_always").fetchall())
         assert [tuple(r) for r in rows] == [("s1", REQUEST.pattern, "terminal", "1")]
+
+
+async def test_a_stop_of_the_gateway_ends_the_question_as_a_no_and_asks_no_new_one() -> None:
+    approvals, adapter = Approvals(), _Recording()
+    decision = asyncio.ensure_future(_approver(approvals, adapter).decide(REQUEST))
+    await asyncio.wait_for(adapter.shown.wait(), 5)
+    approvals.stop()
+    ended = await asyncio.wait_for(decision, 5)
+    assert not ended.approved and "restarting" in ended.why
+    assert "⏹ Cancelled (the gateway is restarting)" in adapter.settled[0][1] and approvals.count == 0
+    late = approvals.answer(adapter.prompts[0][1].approval_id, "approve", platform="telegram", user_id="1",
+                            user_name="Alice")
+    assert late.status == "settled" and late.outcome == "⏹ Cancelled (the gateway is restarting)"
+    again = await asyncio.wait_for(_approver(approvals, adapter).decide(REQUEST), 5)
+    assert not again.approved and "restarting" in again.why and len(adapter.prompts) == 1
