@@ -129,11 +129,14 @@ def answer_outcome(answer: ApprovalAnswer) -> str:
 
 def shown_action(action: str, limit: int = _ACTION_SHOWN) -> str:
     """The action as the person reads it: verbatim (no markup: a chat would eat backticks and
-    asterisks), control characters but line breaks dropped, cut at ``limit`` with a count of the rest."""
+    asterisks), control characters but line breaks dropped. Past ``limit`` its head and its tail
+    are shown around a count of what is left out: the end of a long command is where a harmful
+    part would hide from someone reading only its beginning."""
     clean = "".join(ch for ch in action if ch in "\n\t" or ch.isprintable()).strip()
     if len(clean) <= limit:
         return clean
-    return f"{clean[:limit].rstrip()}… ({len(clean) - limit} more characters)"
+    half = limit // 2
+    return f"{clean[:half].rstrip()} … ({len(clean) - 2 * half} characters left out) … {clean[-half:].lstrip()}"
 
 
 class Approvals:

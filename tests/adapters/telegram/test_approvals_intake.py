@@ -86,7 +86,7 @@ async def test_the_question_shows_the_action_verbatim_and_cuts_a_long_one(
         await wait_said(fake, chat, "one")
         await fake.user_says("touch the long one")
         second = await wait_prompt(fake, chat, 2)
-        assert "more characters)" in second["rendered"] and len(second["rendered"]) < 1500
+        assert "characters left out) …" in second["rendered"] and len(second["rendered"]) < 1500
 
 
 async def test_two_questions_in_one_chat_are_listed_and_answered_by_id(

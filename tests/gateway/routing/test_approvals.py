@@ -86,8 +86,9 @@ async def test_unknown_ids_and_the_chat_lookup() -> None:
 
 def test_the_action_is_shown_verbatim_and_cut_sensibly() -> None:
     assert shown_action("echo `date` *now*\x07") == "echo `date` *now*"
-    cut = shown_action("x" * 1000, 100)
-    assert cut.startswith("x" * 100) and cut.endswith("… (900 more characters)")
+    cut = shown_action("x" * 1000 + "; rm -rf ~", 100)
+    assert cut.startswith("x" * 50) and "… (910 characters left out) …" in cut
+    assert cut.endswith("; rm -rf ~")  # the end of a long command is never hidden
 
 
 class _Recording(Adapter):
