@@ -26,7 +26,7 @@ from .learning import CounterUpdate
 from .llm import ModelClient, Usage
 from .media.history import ImageRecall, with_images
 from .streaming import AnswerListener
-from .tools import Approver, FileOutbox, ToolContext, ToolRegistry
+from .tools import Approver, CronPort, FileOutbox, ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
     from storage import StateStore
@@ -74,6 +74,8 @@ class TurnRequest:
     files: FileOutbox | None = None
     #: asks the person of this turn before a dangerous action (None: such actions are refused)
     approver: Approver | None = None
+    #: the scheduled jobs of this turn's chat, for the ``cronjob`` tool (None: not available here)
+    cron: CronPort | None = None
 
 
 def _final_ops(session_id: str, counters: CounterUpdate | None, on_answer: AnswerOp | None) -> FinalOp | None:
@@ -124,7 +126,8 @@ class AgentHost(Protocol):
 
     def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
                      session_key: str | None = None, files: FileOutbox | None = None,
-                     approver: Approver | None = None, chat_type: str | None = None) -> ToolContext: ...
+                     approver: Approver | None = None, chat_type: str | None = None,
+                     cron: CronPort | None = None) -> ToolContext: ...
 
     async def build_prompt(self, platform: str, chat_type: str, *, shared: bool = False,
                            user_name: str | None = None) -> str: ...
@@ -255,7 +258,8 @@ class HermesAgent:
                         counters: CounterUpdate | None) -> None:
         rt = self._rt
         ctx = rt.tool_context(session_id, request.platform, user_id=request.user_id, session_key=request.session_key,
-                              files=request.files, approver=request.approver, chat_type=request.chat_type)
+                              files=request.files, approver=request.approver, chat_type=request.chat_type,
+                              cron=request.cron)
         loop = ToolLoop(rt.store, rt.client, rt.tools_for(request.platform, request.chat_type), ctx,
                         max_iterations=rt.settings.max_iterations,
                         on_final=_final_ops(session_id, counters, request.on_answer), listener=request.listener)

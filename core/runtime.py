@@ -43,6 +43,7 @@ from .titles import auto_title
 from .tools import (
     GROUP_CHAT_TYPES,
     Approver,
+    CronPort,
     FileOutbox,
     ToolContext,
     ToolOverview,
@@ -165,14 +166,14 @@ class AgentRuntime:
 
     def tool_context(self, session_id: str, platform: str, *, user_id: str | None = None,
                      session_key: str | None = None, files: FileOutbox | None = None,
-                     approver: Approver | None = None, chat_type: str | None = None) -> ToolContext:
+                     approver: Approver | None = None, chat_type: str | None = None,
+                     cron: CronPort | None = None) -> ToolContext:
         return ToolContext(session_id=session_id, platform=platform, home=self.home, store=self.store,
                            user_id=user_id, session_key=session_key,
                            recall_all=self.settings.recalls_everything(platform, user_id),
                            toolsets=self.tools_for(platform, chat_type).toolsets,
                            env_names=self.settings.env_names, files=files, file_roots=file_roots(self.home),
-                           approver=approver,
-                           chat_type=chat_type)
+                           approver=approver, chat_type=chat_type, cron=cron)
 
     def skill_needs(self, platform: str) -> SkillNeeds:
         """What this platform's agent has, for the skills that require toolsets or variables."""

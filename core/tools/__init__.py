@@ -6,7 +6,7 @@ import importlib
 
 import structlog
 
-from ._base import FileOutbox, Tool, ToolContext, ToolError, ToolHandler
+from ._base import CronPort, FileOutbox, Tool, ToolContext, ToolError, ToolHandler
 from ._overview import ToolOverview, ToolStatus, server_reason, tool_overview, unavailable_tool
 from ._registry import GROUP_CHAT_TYPES, GroupToolPolicy, ToolOutcome, ToolRegistry, ToolsetPolicy
 from .approval import ApprovalDecision, ApprovalRequest, Approver, require_approval
@@ -19,11 +19,12 @@ _BUILTIN_SOURCES = (
     ("core.tools.session_search", "SESSION_SEARCH_TOOL"),
     ("core.tools.skills_tools", "SKILL_TOOLS"),
     ("core.tools.send_file", "SEND_FILE_TOOL"),
+    ("core.tools.cronjob", "CRONJOB_TOOL"),
 )
 
 
 def builtin_tools() -> list[Tool]:
-    """memory, session_search, skills_categories, skills_list, skill_view, skill_manage, send_file."""
+    """memory, session_search, skills_categories, skills_list, skill_view, skill_manage, send_file, cronjob."""
     tools: list[Tool] = []
     for module_name, attribute in _BUILTIN_SOURCES:
         try:
@@ -48,6 +49,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalRequest",
     "Approver",
+    "CronPort",
     "FileOutbox",
     "GroupToolPolicy",
     "Tool",

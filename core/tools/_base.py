@@ -54,6 +54,8 @@ class ToolContext:
     approver: Approver | None = None
     #: "dm", "group", "channel" or "thread": where the turn came from
     chat_type: str | None = None
+    #: the scheduled jobs of this turn's chat (None: scheduled jobs are not available here)
+    cron: CronPort | None = None
 
 
 class FileOutbox(Protocol):
@@ -65,6 +67,18 @@ class FileOutbox(Protocol):
 
     async def add_bytes(self, data: bytes, name: str) -> str:
         """The same for bytes the agent made."""
+
+
+class CronPort(Protocol):
+    """The scheduled jobs of one turn's chat, as the gateway offers them to the ``cronjob`` tool.
+
+    The gateway builds one per turn, so the owner of a job made here is the turn's chat and
+    the jobs listed are the ones this chat may see; core never learns how jobs are stored.
+    """
+
+    async def call(self, action: str, args: Mapping[str, Any]) -> str:
+        """Do ``action`` (create, list, update, pause, resume, remove, run) with the tool's
+        arguments; the text for the model. Raises ``ToolError`` with the reason on a refusal."""
 
 
 ToolHandler = Callable[[Mapping[str, Any], ToolContext], Awaitable[str]]

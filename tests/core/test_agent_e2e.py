@@ -35,7 +35,7 @@ async def test_tool_loop_through_the_daemon(tmp_path: Path, fake_openai: FakeOpe
     first, second = fake_openai.chat_requests
     assert {t["function"]["name"] for t in first.body["tools"]} == {
         "memory", "session_search", "skills_categories", "skills_list", "skill_view", "skill_manage", "send_file",
-        "read_file", "write_file", "patch", "search_files", "terminal", "web_fetch"}
+        "cronjob", "read_file", "write_file", "patch", "search_files", "terminal", "web_fetch"}
     assert second.body["messages"][-1]["role"] == "tool"
 
 
@@ -44,7 +44,7 @@ async def test_toolsets_per_platform_from_config(tmp_path: Path, fake_openai: Fa
     async with run_gateway(tmp_path / "hermes", fake_openai.base_url, config=config) as gw:
         assert (await gw.ask("hi")).status_code == 200
     names = {t["function"]["name"] for t in fake_openai.chat_requests[0].body["tools"]}
-    assert names == {"memory", "session_search", "send_file", "read_file", "write_file", "patch", "search_files",
+    assert names == {"memory", "session_search", "send_file", "cronjob", "read_file", "write_file", "patch", "search_files",
                      "terminal", "web_fetch"}
 
 

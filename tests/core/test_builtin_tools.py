@@ -30,9 +30,9 @@ def _ctx(home: Path, store: StateStore) -> ToolContext:
                        session_key="agent:main:telegram:dm:42")
 
 
-def test_exactly_the_six_builtin_tools_of_the_guide_and_send_file() -> None:
+def test_exactly_the_six_builtin_tools_of_the_guide_send_file_and_cronjob() -> None:
     assert sorted(t.name for t in builtin_tools()) == [
-        "memory", "send_file", "session_search", "skill_manage", "skill_view", "skills_categories", "skills_list"]
+        "cronjob", "memory", "send_file", "session_search", "skill_manage", "skill_view", "skills_categories", "skills_list"]
     assert {t.name: t.toolset for t in MINE} == {
         "memory": "memory", "session_search": "session_search", "skills_categories": "skills",
         "skills_list": "skills", "skill_view": "skills", "skill_manage": "skills"}

@@ -31,9 +31,9 @@ async def test_schemas_are_openai_tools() -> None:
     ]
 
 
-def test_builtin_tools_are_the_six_of_the_guide_and_send_file() -> None:
+def test_builtin_tools_are_the_six_of_the_guide_send_file_and_cronjob() -> None:
     names = sorted(t.name for t in builtin_tools())
-    assert names == ["memory", "send_file", "session_search", "skill_manage", "skill_view", "skills_categories",
+    assert names == ["cronjob", "memory", "send_file", "session_search", "skill_manage", "skill_view", "skills_categories",
                      "skills_list"]
     ToolRegistry(builtin_tools())  # every schema is valid JSON schema
 
