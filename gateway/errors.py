@@ -61,7 +61,8 @@ are defined here. This module exports them all::
     ├── DaemonRunningError            ``chat --standalone`` while a daemon runs for this home
     ├── HandoffRefusedError           /handoff cannot start
     ├── HandoffInFlightError          the session is already being handed off
-    └── InvalidPruneAgeError          ``sessions prune --older-than`` is not a number of days
+    ├── InvalidPruneAgeError          ``sessions prune --older-than`` is not a number of days
+    └── JobError                      a scheduled job refused (bad schedule, limit, destination, unknown)
 
 What a person sees for an error is decided in one place, ``describe``: the text
 of a chat reply, the HTTP status, OpenAI error type and code (and Retry-After)
@@ -227,6 +228,10 @@ class InvalidPruneAgeError(GatewayError):
     """``--older-than`` is not a finite number of days >= 0."""
 
 
+class JobError(GatewayError):
+    """A scheduled job cannot be made, found or changed (the message is what the person reads)."""
+
+
 @dataclass(frozen=True)
 class ErrorView:
     """What a person sees for one error, on each surface."""
@@ -287,6 +292,7 @@ _TABLE: tuple[tuple[type[BaseException], int, str, int, float | None], ...] = (
     (RequestError, 400, "invalid_request", EX_USAGE, None),
     (DaemonRunningError, 409, "daemon_running", EX_TEMPFAIL, None),
     (InvalidPruneAgeError, 400, "invalid_request", EX_USAGE, None),
+    (JobError, 400, "invalid_job", EX_USAGE, None),
     (HandoffRefusedError, 409, "handoff_refused", 1, None),
     (HandoffInFlightError, 409, "handoff_in_flight", 1, None),
     (FatalAdapterError, 503, "unavailable", EX_CONFIG, None),
@@ -331,11 +337,7 @@ def describe(exc: BaseException) -> ErrorView:
 
 
 __all__ = [
-    "EX_CONFIG",
-    "EX_SOFTWARE",
-    "EX_TEMPFAIL",
-    "EX_UNAVAILABLE",
-    "EX_USAGE",
+    "EX_CONFIG", "EX_SOFTWARE", "EX_TEMPFAIL", "EX_UNAVAILABLE", "EX_USAGE",
     "AdapterError",
     "AmbiguousSessionError",
     "BadInputError",
@@ -345,18 +347,16 @@ __all__ = [
     "CompressionError",
     "ConfigError",
     "ControlError",
-    "DaemonNotRunningError",
-    "DaemonRunningError",
-    "DaemonUnreachableError",
+    "DaemonNotRunningError", "DaemonRunningError", "DaemonUnreachableError",
     "DuplicateRequestError",
     "ErrorView",
     "FatalAdapterError",
     "GatewayError",
-    "HandoffInFlightError",
-    "HandoffRefusedError",
+    "HandoffInFlightError", "HandoffRefusedError",
     "InputTooLongError",
     "InvalidPruneAgeError",
     "InvalidTitleError",
+    "JobError",
     "LaneError",
     "LaneFullError",
     "LanesClosedError",

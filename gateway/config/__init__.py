@@ -7,6 +7,7 @@ settings tables, ``aliases`` the reference's names for settings that live elsewh
 """
 
 from gateway.config.aliases import REFERENCE_ALIASES, ReferenceAlias
+from gateway.config.cron import CronConfig
 from gateway.config.envfile import read_dotenv
 from gateway.config.loading import LoadedConfig, default_home, env_sections, load_config
 from gateway.config.mcp import mcp_secrets, mcp_specs
@@ -41,6 +42,7 @@ __all__ = [
     "AgentConfig",
     "AuthConfig",
     "ConfigError",
+    "CronConfig",
     "DisplayConfig",
     "GatewayConfig",
     "LoadedConfig",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from adapters.base import Adapter, InboundMessage
 from core.tools import ToolOverview
@@ -73,4 +73,8 @@ class Services:
     model_name: str | None = None
     #: the approval questions waiting for a person (``tools.approvers`` may answer any)
     approvals: Approvals = field(default_factory=Approvals)
+    #: the scheduled jobs, a ``gateway.scheduler.Jobs`` (None: cron.enabled is off or a test
+    #: without them). Routing sits below the scheduler and cannot name its type: read it as
+    #: ``services.jobs`` or typed with ``gateway.scheduler.jobs_of(services)``.
+    jobs: Any = None
     started_at: float = field(default_factory=time.time)
