@@ -6,16 +6,30 @@
 - ``misc``: /queue, /compress, /sethome, /handoff
 - ``tools``: /tools
 - ``approvals``: /approve, /deny (the answers to a tool's approval question)
+- ``cron``: /cron (scheduled jobs); ``cron_tool``: the agent's ``cronjob`` tool's port per turn
 """
 
 from gateway.commands.approvals import register_approval_commands
 from gateway.commands.builtin import register_builtin_commands
+from gateway.commands.cron import JOBS_OFF, job_json, job_zone, local_time, owner_of, register_cron_commands
+from gateway.commands.cron_tool import TurnCronPorts, TurnJobs
 from gateway.commands.misc import register_misc_commands
 from gateway.commands.sessions import register_session_commands
 from gateway.commands.tools import register_tools_commands, render_tools, tools_report
 from gateway.routing.commands import CommandRegistry
 
-__all__ = ["register_all_commands", "render_tools", "tools_report"]
+__all__ = [
+    "JOBS_OFF",
+    "TurnCronPorts",
+    "TurnJobs",
+    "job_json",
+    "job_zone",
+    "local_time",
+    "owner_of",
+    "register_all_commands",
+    "render_tools",
+    "tools_report",
+]
 
 
 def register_all_commands(registry: CommandRegistry) -> None:
@@ -24,3 +38,4 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_misc_commands(registry)
     register_tools_commands(registry)
     register_approval_commands(registry)
+    register_cron_commands(registry)

@@ -8,6 +8,7 @@ JSON (see ``gateway.control.client``). Operations:
 - ``status`` -> pid, uptime, adapters with their states and last errors, turns, storage
 - ``sessions.rename`` ``{"id_or_prefix", "title"}``, ``sessions.delete`` ``{"id_or_prefix"}``,
   ``sessions.prune`` ``{"older_than_days", "source"}`` -> ``gateway.cli.sessions_admin``
+- ``cron.list``, ``cron.add``, ``cron.pause|resume|remove|run`` -> ``gateway.control.cron_ops``
 - ``tools`` ``{"platform", "chat_type"}`` -> the tools of such a chat (``gateway.commands.tools``)
 - ``chat.open`` ``{"continue": bool, "resume": "<id|prefix|title>"}`` turns the
   connection into one terminal chat (platform ``cli``); ``chat.send`` ``{"text"}``
@@ -41,6 +42,7 @@ from adapters.base import Disposition, InboundMessage
 from adapters.cli import ChatGoneError, CliAdapter
 from gateway.commands import tools_report
 from gateway.control.client import MAX_REQUEST_BYTES, socket_path
+from gateway.control.cron_ops import cron_ops
 from gateway.control.wire import (
     Connection,
     Op,
@@ -99,6 +101,7 @@ class ControlServer:
             "chat.send": self._chat_send,
             "chat.info": self._chat_info,
             "tools": self._tools,
+            **cron_ops(lambda: self._services),
         }
 
     # ---------------------------------------------------------------- lifecycle

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from adapters.base import Adapter
 from core.llm import ModelClient
 from core.tools.mcp import McpManager
-from gateway.commands import register_all_commands
+from gateway.commands import TurnCronPorts, register_all_commands
 from gateway.config import LoadedConfig, mcp_specs
 from gateway.daemon.agents import DefaultAgents
 from gateway.daemon.settings import key_settings
@@ -71,6 +71,7 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         model_name=settings.model.default,
         media=build_media(config, store, blobs),
         approvals=Approvals(approvers=settings.tools.approvers, store=store),
+        cron_ports=TurnCronPorts(),
     )
     if memory_flush is None and default is not None:
         memory_flush = default.memory_flush

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from adapters.base import Adapter, InboundMessage
-from core.tools import ToolOverview
+from core.tools import CronPort, ToolOverview
 from core.tools.mcp import McpManager
 from gateway.config import LoadedConfig
 from gateway.media import MediaIntake
@@ -48,6 +48,14 @@ class Handoffs(Protocol):
         """Validate and start a handoff; raises HandoffRefusedError with the reason."""
 
 
+class CronPorts(Protocol):
+    """Gives each turn the ``cronjob`` tool's port for its chat (``gateway.commands.cron_tool``):
+    routing makes the turn but sits below the scheduler, so it cannot build the port itself."""
+
+    def port(self, services: Services, msg: InboundMessage, session_key: str) -> CronPort | None:
+        """The port of this chat's turn; None: scheduled jobs are off."""
+
+
 @dataclass(frozen=True)
 class Services:
     config: LoadedConfig
@@ -77,4 +85,6 @@ class Services:
     #: without them). Routing sits below the scheduler and cannot name its type: read it as
     #: ``services.jobs`` or typed with ``gateway.scheduler.jobs_of(services)``.
     jobs: Any = None
+    #: the ``cronjob`` tool's port per turn (None: the tool says scheduled jobs are not available)
+    cron_ports: CronPorts | None = None
     started_at: float = field(default_factory=time.time)

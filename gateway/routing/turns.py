@@ -240,6 +240,7 @@ class Turns:
                 files=files,
                 approver=TurnApprover(services.approvals, services.adapters.get(msg.platform), msg, key,
                                       binding.session_id, services.config.settings.tools),
+                cron=services.cron_ports.port(services, msg, key) if services.cron_ports is not None else None,
             )
             error: ReplyError | None = None
             usage: TokenUsage | None = None
