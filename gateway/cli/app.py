@@ -13,6 +13,7 @@ import typer
 
 from gateway.cli._help import PlainHelpGroup
 from gateway.cli.chat import chat as chat_command
+from gateway.cli.cron import cron_app
 from gateway.cli.insights import insights as insights_command
 from gateway.cli.ops import register as register_ops_commands
 from gateway.cli.service import service_app
@@ -91,6 +92,7 @@ def version() -> None:
 sessions_app.command("browse")(browse_sessions)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(service_app, name="service")
+app.add_typer(cron_app, name="cron")
 register_ops_commands(app)
 app.command("chat")(chat_command)
 app.command("insights")(insights_command)
