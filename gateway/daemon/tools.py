@@ -7,6 +7,8 @@ tools join per turn.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from core.tools import Tool, ToolRegistry, builtin_tools, unavailable_tool
 from core.tools.files import FilesSettings, file_tools
 from core.tools.terminal import TerminalSettings, terminal_settings, terminal_tool
@@ -44,7 +46,11 @@ def web_settings(config: LoadedConfig) -> WebSettings:
 def tool_registry(config: LoadedConfig) -> ToolRegistry:
     """Every tool of this run, results capped at ``agent.max_tool_result_kb``."""
     web = web_settings(config)
-    tools: list[Tool] = [*builtin_tools(), *file_tools(files_settings(config)), terminal_tool(terminal_config(config)),
+    builtin = builtin_tools()
+    if not config.settings.cron.enabled:  # listed by /tools with the reason, never offered
+        builtin = [replace(t, unavailable="scheduled jobs are off (cron.enabled)") if t.toolset == "cron" else t
+                   for t in builtin]
+    tools: list[Tool] = [*builtin, *file_tools(files_settings(config)), terminal_tool(terminal_config(config)),
                          *web_tools(web)]
     if (reason := web_search_unavailable_reason(web)) is not None:
         tools.append(unavailable_tool("web_search", "web", reason, "Search the web (SearXNG)"))  # for /tools only
