@@ -10,7 +10,7 @@ Public surface, the only one other packages use:
   ``ops`` (session and message writes), ``queries`` and ``search`` (reads),
   and the gateway's tables: ``bindings`` (routing index, binding history,
   queued titles), ``ownership`` (which sessions a chat may see), ``inbound``
-  (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``home_channels``,
+  (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``cron`` (scheduled jobs and their runs), ``home_channels``,
   ``attachments`` (the files that came with messages), ``approvals`` (what was approved
   "always" in a session).
 - ``MediaStore``: those files' bytes, content-addressed under
@@ -28,6 +28,8 @@ from ._model import (
     AttachmentRow,
     AutoPruneSettings,
     ChatOwner,
+    CronJobRow,
+    CronRunRow,
     HandoffRow,
     HomeChannelRow,
     IndexEntry,
@@ -72,6 +74,7 @@ from .sqlite import (
     attachments,
     bindings,
     check_sqlite_features,
+    cron,
     handoffs,
     home_channels,
     inbound,
@@ -100,6 +103,8 @@ __all__ = [
     "BlobTooLargeError",
     "ChatOwner",
     "CheckpointResult",
+    "CronJobRow",
+    "CronRunRow",
     "GatewayError",
     "HandoffRow",
     "HomeChannelRow",
@@ -135,6 +140,7 @@ __all__ = [
     "bindings",
     "check_sqlite_features",
     "clean_title",
+    "cron",
     "handoffs",
     "home_channels",
     "inbound",

@@ -140,6 +140,51 @@ class HomeChannelRow:
 
 
 @dataclass(frozen=True)
+class CronJobRow:
+    """A scheduled job as stored (``gateway_cron_jobs``); ``toolsets`` None: the platform's."""
+
+    id: str
+    name: str
+    prompt: str
+    schedule: str
+    kind: str
+    deliver: str
+    toolsets: tuple[str, ...] | None
+    catch_up: str
+    owner_platform: str
+    owner_chat_id: str
+    owner_thread_id: str | None
+    owner_user_id: str | None
+    owner_session_key: str
+    owner_chat_type: str
+    paused: bool
+    next_due: float | None
+    run_requested: bool
+    last_run_at: float | None
+    last_status: str | None
+    failures: int
+    created_at: float
+    updated_at: float
+
+
+@dataclass(frozen=True)
+class CronRunRow:
+    """One run of a job (``gateway_cron_runs``); ``due_at`` None: started by "run now"."""
+
+    id: int
+    job_id: str
+    due_at: float | None
+    started_at: float
+    finished_at: float | None
+    status: str
+    attempt: int
+    missed: int
+    session_id: str | None
+    ledger_id: int | None
+    error: str | None
+
+
+@dataclass(frozen=True)
 class AttachmentRow:
     """A file that came with (or was sent in) a message: one row of ``gateway_attachments``.
 

@@ -105,6 +105,12 @@ def _print_status(data: dict[str, Any]) -> None:
     approvals = data.get("approvals_waiting")
     if isinstance(approvals, int) and approvals:
         typer.echo(f"Approvals: {approvals} waiting for an answer")
+    cron = data.get("cron")
+    if isinstance(cron, dict) and cron.get("jobs"):
+        nxt = cron.get("next")
+        when = f"next: {nxt.get('name')} [{nxt.get('id')}] at {nxt.get('due_local')}" if isinstance(nxt, dict) \
+            else "none due"
+        typer.echo(f"Jobs: {cron['jobs']} scheduled ({cron.get('paused', 0)} paused), {when}")
     errors = [f"{n}: {a['last_error']}" for n, a in sorted(adapters.items()) if a.get("last_error")]
     last = data.get("last_error") or (errors[-1] if errors else None)
     typer.echo(f"Last error: {last or 'none'}")

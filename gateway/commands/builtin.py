@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from gateway.routing.commands import Command, CommandContext, CommandRegistry
+from gateway.scheduler import JobOwner, jobs_of
 
 
 async def _help(ctx: CommandContext) -> str:
@@ -36,6 +37,13 @@ async def _status(ctx: CommandContext) -> str:
     asked = s.approvals.in_chat(ctx.message.platform, ctx.message.chat_id, ctx.message.thread_id)
     if asked:
         lines.append(f"Approvals waiting here: {', '.join(p.id for p in asked)} (/approve or /deny)")
+    jobs = jobs_of(s)
+    if jobs is not None:
+        m = ctx.message
+        viewer = JobOwner(m.platform, m.chat_id, m.thread_id, m.user_id, ctx.session_key, str(m.chat_type))
+        nxt = jobs.status(viewer)["next"]
+        if nxt is not None:
+            lines.append(f"Next scheduled job: {nxt['name']} [{nxt['id']}] at {nxt['due_local']}")
     lines.append(
         f"Gateway: up {_ago(time.time() - s.started_at)}, {s.lanes.running} turn(s) running, "
         f"storage queue {s.store.writer.stats.queue_depth}"

@@ -32,6 +32,10 @@ from gateway.routing.router import Router
 from gateway.routing.services import Services
 from gateway.routing.session_index import SessionIndex
 from gateway.routing.turns import AgentMaker, Turns
+from gateway.scheduler import Jobs
+from gateway.scheduler.clock import Clock, SystemClock
+from gateway.scheduler.run import RunStarter
+from gateway.scheduler.scheduler import Scheduler
 from storage import MediaStore, StateStore
 
 
@@ -44,16 +48,23 @@ class Runtime:
     handoffs: HandoffRunner
     router: Router
     agents: AgentMaker
+    #: runs the scheduled jobs (None: cron.enabled is off); started and stopped by the daemon
+    scheduler: Scheduler | None = None
 
 
 def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, Adapter], agents: AgentMaker,
-                  metrics: GatewayMetrics, *, memory_flush: MemoryFlush | None = None) -> Runtime:
+                  metrics: GatewayMetrics, *, memory_flush: MemoryFlush | None = None,
+                  clock: Clock | None = None) -> Runtime:
     settings = config.settings
     commands = CommandRegistry()
     register_all_commands(commands)
     default = agents if isinstance(agents, DefaultAgents) else None
     # One store of files for the daemon: what a turn holds, a sweep must see (storage.MediaStore).
     blobs = MediaStore(config.home / "media")
+    homes = HomeChannels(store)
+    clock = clock or SystemClock()
+    jobs = (Jobs(store, settings.cron, adapters=adapters, home_channels=homes, clock=clock,
+                 cross_user=settings.sessions.allow_cross_user_resume) if settings.cron.enabled else None)
     services = Services(
         config=config,
         store=store,
@@ -63,7 +74,7 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         delivery=Delivery(store, adapters, metrics, blobs=blobs),
         adapters=adapters,
         key_settings=key_settings(config),
-        home_channels=HomeChannels(store),
+        home_channels=homes,
         metrics=metrics,
         compressor=default,
         mcp=_mcp_manager(config),
@@ -71,6 +82,7 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         model_name=settings.model.default,
         media=build_media(config, store, blobs),
         approvals=Approvals(approvers=settings.tools.approvers, store=store),
+        jobs=jobs,
         cron_ports=TurnCronPorts(),
     )
     if memory_flush is None and default is not None:
@@ -80,7 +92,12 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
     # The terminal chat is authenticated by its 0600 socket; it has no allowlist to warn about.
     authorizer = Authorizer(config, [p for p in adapters if p != "cli"])
     router = Router(services, authorizer, turns, commands, handoffs)
-    return Runtime(services, authorizer, commands, turns, handoffs, router, agents)
+    scheduler = None
+    if jobs is not None:
+        runs = RunStarter(services, agents, max_failures=settings.cron.max_failures)
+        scheduler = Scheduler(jobs, runs, store, clock=clock, max_concurrent=settings.cron.max_concurrent,
+                              metrics=metrics)
+    return Runtime(services, authorizer, commands, turns, handoffs, router, agents, scheduler)
 
 
 def _mcp_manager(config: LoadedConfig) -> McpManager | None:

@@ -40,6 +40,7 @@ from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.router import Router
 from gateway.routing.services import Services
 from gateway.routing.turns import AgentMaker
+from gateway.scheduler.clock import Clock
 from storage import AutoPruneSettings, StateStore
 
 log = structlog.get_logger("hermes.runner")
@@ -68,6 +69,8 @@ class Gateway:
     #: False when the process is someone else's, who decides what SIGINT and SIGTERM mean
     #: (``chat --standalone``: Ctrl-C leaves the chat first, then stops this gateway)
     handle_signals: bool = True
+    #: the scheduled jobs' clock (None: the wall clock); a test drives a fake one
+    cron_clock: Clock | None = None
 
     def __post_init__(self) -> None:
         self._stop = asyncio.Event()
@@ -124,12 +127,14 @@ class Gateway:
                 log.warning("model.not_configured", hint="set model.base_url and model.default in config.yaml")
             agents = self.agent_maker(client)
             runtime = build_runtime(self.config, store, adapters, agents, self.metrics,
-                                    memory_flush=self.memory_flush)
+                                    memory_flush=self.memory_flush, clock=self.cron_clock)
             self.runtime = runtime
             runtime.authorizer.warn_if_closed()
             if runtime.services.mcp is not None:
                 await runtime.services.mcp.start()  # in the background: readiness never waits for a server
             await runtime.handoffs.recover()
+            if runtime.scheduler is not None:  # its runs wait for their platform to connect
+                await runtime.scheduler.start()
             self.metrics.attach(store, runtime.services.lanes, self.adapter_states, adapters)
             for adapter in adapters.values():
                 adapter.bind(runtime.router.handle)
@@ -140,6 +145,8 @@ class Gateway:
             await control.start()
             await self._serve(adapters, runtime)
         finally:
+            if self.runtime is not None and self.runtime.scheduler is not None:
+                await self.runtime.scheduler.stop()  # a run stopped here is retried once at the next start
             if control is not None:
                 await control.stop()
             if http is not None:
@@ -197,6 +204,8 @@ class Gateway:
                          waiting=services.lanes.total_waiting)
                 self.notifier.stopping(f"draining: {services.lanes.running} turns running")
                 router.stop_intake()
+                if runtime.scheduler is not None:
+                    await runtime.scheduler.stop()
                 # Nobody can answer a question now (intake is closed): they end as a no, not by the drain's cut.
                 services.approvals.stop()
                 cut = await services.lanes.drain(self.config.settings.gateway.drain_timeout)

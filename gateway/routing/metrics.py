@@ -31,6 +31,7 @@ __all__ = ["CONTENT_TYPE", "GatewayMetrics"]
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 #: lanes listed one by one in hermes_lane_queue_depth, by rank: the deepest ones
 TOP_LANES = 5
+CRON_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300, 3600)
 TURN_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300)
 
 
@@ -153,6 +154,13 @@ class GatewayMetrics:
                                           registry=r)
         self.turn_seconds = Histogram("hermes_turn_seconds", "Agent turn latency (model and tools).",
                                       buckets=TURN_BUCKETS, registry=r)
+        self.cron_runs = Counter("hermes_cron_runs", "Runs of scheduled jobs, by how they ended "
+                                 "(ok, failed, interrupted).", ["status"], registry=r)
+        self.cron_lateness = Histogram("hermes_cron_lateness_seconds",
+                                       "From a scheduled job's due time to the start of its run.",
+                                       buckets=CRON_BUCKETS, registry=r)
+        for status in ("ok", "failed", "interrupted"):
+            self.cron_runs.labels(status)
         self._live: _Live | None = None
         r.register(_LiveCollector(lambda: self._live))
 

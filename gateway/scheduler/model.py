@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 from zoneinfo import ZoneInfo
 
-__all__ = ["JobOwner", "JobSpec", "JobView", "describe_job"]
+__all__ = ["JobKind", "JobOwner", "JobSpec", "JobView", "describe_job"]
 
 JobKind = Literal["cron", "every", "once"]
 

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 from adapters.base import AdapterStateView
 from gateway.logs import redact
 from gateway.routing.services import Services
+from gateway.scheduler import jobs_of
 
 STATE_FILE = "gateway.state.json"
 READINESS_STATES = ("starting", "live", "degraded", "failed")
@@ -103,6 +104,9 @@ def status_snapshot(src: SnapshotSource, *, running: bool = True, started_at: fl
         body["approvals_waiting"] = services.approvals.count
         body["storage"] = {"queue_depth": w.queue_depth, "commits": w.commits, "busy_retries": w.busy_retries}
         body["model"] = services.model_name
+        jobs = jobs_of(services)
+        if jobs is not None:
+            body["cron"] = jobs.status()
     return body
 
 

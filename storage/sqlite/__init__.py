@@ -13,7 +13,7 @@ By job:
 - ``_ops`` (writes), ``_queries`` (reads), ``_search``, ``_search_plan``,
   ``_fts``: sessions and messages; ``_prune``: what a prune deletes and
   which ended sessions it keeps for a lineage; ``_usage``: token usage over time.
-- ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``,
+- ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``, ``_cron``,
   ``_home_channels``, ``_attachments``, ``_approvals``: the gateway's tables.
 
 Every function of a connection runs inside whatever transaction the caller
@@ -25,6 +25,7 @@ other packages use.
 from . import _approvals as approvals
 from . import _attachments as attachments
 from . import _bindings as bindings
+from . import _cron as cron
 from . import _handoffs as handoffs
 from . import _home_channels as home_channels
 from . import _inbound as inbound
@@ -59,6 +60,7 @@ __all__ = [
     "attachments",
     "bindings",
     "check_sqlite_features",
+    "cron",
     "handoffs",
     "home_channels",
     "inbound",

@@ -242,4 +242,61 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        10,
+        "scheduled jobs and their runs",
+        (
+            # next_due is the one due time not yet claimed: starting a run moves it on in the
+            # same transaction that writes the run's row, so one due time never runs twice.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_cron_jobs (
+                id TEXT PRIMARY KEY,
+                name TEXT NOT NULL,
+                prompt TEXT NOT NULL,
+                schedule TEXT NOT NULL,
+                kind TEXT NOT NULL,
+                deliver TEXT NOT NULL,
+                toolsets TEXT,
+                catch_up TEXT NOT NULL,
+                owner_platform TEXT NOT NULL,
+                owner_chat_id TEXT NOT NULL,
+                owner_thread_id TEXT,
+                owner_user_id TEXT,
+                owner_session_key TEXT NOT NULL,
+                owner_chat_type TEXT NOT NULL,
+                paused INTEGER NOT NULL DEFAULT 0,
+                next_due REAL,
+                run_requested INTEGER NOT NULL DEFAULT 0,
+                last_run_at REAL,
+                last_status TEXT,
+                failures INTEGER NOT NULL DEFAULT 0,
+                created_at REAL NOT NULL,
+                updated_at REAL NOT NULL
+            )
+            """,
+            "CREATE UNIQUE INDEX IF NOT EXISTS idx_gateway_cron_jobs_name "
+            "ON gateway_cron_jobs(owner_session_key, name)",
+            "CREATE INDEX IF NOT EXISTS idx_gateway_cron_jobs_user ON gateway_cron_jobs(owner_platform, owner_user_id)",
+            # status: running -> ok | failed | interrupted. A row still 'running' when the daemon
+            # starts was cut off by a crash (the answer, once stored, settles it in its transaction).
+            """
+            CREATE TABLE IF NOT EXISTS gateway_cron_runs (
+                id INTEGER PRIMARY KEY,
+                job_id TEXT NOT NULL,
+                due_at REAL,
+                started_at REAL NOT NULL,
+                finished_at REAL,
+                status TEXT NOT NULL,
+                attempt INTEGER NOT NULL DEFAULT 1,
+                missed INTEGER NOT NULL DEFAULT 0,
+                session_id TEXT,
+                ledger_id INTEGER,
+                error TEXT
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_cron_runs_job ON gateway_cron_runs(job_id, started_at)",
+            "CREATE INDEX IF NOT EXISTS idx_gateway_cron_runs_running ON gateway_cron_runs(status) "
+            "WHERE status = 'running'",
+        ),
+    ),
 )
