@@ -49,6 +49,9 @@ _PARAMETERS: dict[str, Any] = {
                     "description": "'origin' (default), 'home:<platform>', '<platform>:<chat_id>' or 'none'."},
         "toolsets": {"type": "array", "items": {"type": "string"},
                      "description": "The toolsets the job's runs may use (default: this platform's)."},
+        "catch_up": {"type": "string", "enum": ["once", "skip"],
+                     "description": "create: when due times passed while the gateway was down, run once "
+                                    "for them all ('once', the default) or skip to the next ('skip')."},
     },
     "required": ["action"],
     "additionalProperties": False,
@@ -74,6 +77,9 @@ def _checked(args: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     if prompt is not None and prompt.strip():
         out["prompt"] = prompt.strip()
     toolsets = args.get("toolsets")
+    catch_up = a.choice("catch_up", ("once", "skip"))
+    if catch_up is not None:
+        out["catch_up"] = catch_up
     if toolsets is not None:
         if not isinstance(toolsets, list) or not all(isinstance(t, str) and t.strip() for t in toolsets):
             raise ToolError("'toolsets' must be a list of toolset names, e.g. [\"web\"].")

@@ -104,6 +104,9 @@ def add_job(
                           "(default: the first home channel set)")] = None,
     toolsets: Annotated[list[str] | None, typer.Option(
         "--toolset", help="A toolset the runs may use (repeat it; default: the platform's)")] = None,
+    skip_missed: Annotated[bool, typer.Option(
+        "--skip-missed", help="Due times missed while the daemon was down are skipped (default: one run "
+                              "catches them up)")] = False,
     home: HomeOption = None,
 ) -> None:
     """Add a job."""
@@ -112,6 +115,8 @@ def add_job(
         params["deliver"] = deliver
     if toolsets:
         params["toolsets"] = list(toolsets)
+    if skip_missed:
+        params["catch_up"] = "skip"
     job = _call(home, "cron.add", params)["job"]
     typer.echo(f"Added {_line(job)}")
 

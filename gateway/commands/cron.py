@@ -9,16 +9,15 @@ front-ends describe jobs alike.
 from __future__ import annotations
 
 import datetime as dt
-import os
-from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from adapters.base import InboundMessage
 from gateway.config import LoadedConfig
 from gateway.errors import JobError
 from gateway.routing.commands import Command, CommandContext, CommandRegistry
 from gateway.scheduler import JobOwner, Jobs, JobView, describe_job, jobs_of
+from gateway.scheduler.schedules import local_zone
 
 __all__ = ["JOBS_OFF", "job_json", "job_zone", "local_time", "owner_of", "register_cron_commands"]
 
@@ -34,28 +33,10 @@ def owner_of(msg: InboundMessage, session_key: str) -> JobOwner:
                     session_key=session_key, chat_type=str(msg.chat_type))
 
 
-def _system_zone() -> str:
-    """The IANA name of the system's zone (describe_job needs a name, not an offset)."""
-    candidates = [os.environ.get("TZ", "").lstrip(":")]
-    try:
-        target = str(Path("/etc/localtime").resolve())
-        candidates.append(target.partition("zoneinfo/")[2])
-    except OSError:
-        pass
-    for name in candidates:
-        if not name:
-            continue
-        try:
-            ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            continue
-        return name
-    return "UTC"
-
-
 def job_zone(config: LoadedConfig) -> str:
-    """The zone schedules are read in and times are shown in: ``cron.timezone``, else the system's."""
-    return config.settings.cron.timezone or _system_zone()
+    """The zone schedules are read in and times are shown in (``cron.timezone``, else the system's),
+    as the scheduler finds it."""
+    return str(local_zone(config.settings.cron.timezone))
 
 
 def local_time(ts: float | None, tz: str) -> str | None:
@@ -73,7 +54,7 @@ def job_json(view: JobView, tz: str) -> dict[str, Any]:
         "next_due": view.next_due, "next_run": local_time(view.next_due, tz),
         "last_run_at": view.last_run_at, "last_status": view.last_status, "failures": view.failures,
         "created_at": view.created_at,
-        "toolsets": list(view.toolsets) if view.toolsets is not None else None,
+        "toolsets": list(view.toolsets) if view.toolsets is not None else None, "catch_up": view.catch_up,
         "owner": {"platform": owner.platform, "chat_id": owner.chat_id, "thread_id": owner.thread_id,
                   "user_id": owner.user_id, "chat_type": owner.chat_type},
     }

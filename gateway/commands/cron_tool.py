@@ -68,7 +68,7 @@ class TurnJobs:
             prompt = str(args["prompt"])
             spec = JobSpec(name=str(args.get("name") or _name_from(prompt)), prompt=prompt,
                            schedule=str(args["schedule"]), deliver=str(args.get("deliver") or "origin"),
-                           toolsets=toolsets)
+                           toolsets=toolsets, catch_up="skip" if args.get("catch_up") == "skip" else "once")
             view = await jobs.create(owner, spec)
             log.info("cron.tool_created", job=view.id, platform=owner.platform)
             return self._result("create", view, next_run=local_time(view.next_due, self._tz))

@@ -1,7 +1,7 @@
 """The control socket's ``cron.*`` requests (``hermes-gateway cron …``): jobs through the daemon.
 
 - ``cron.list`` -> ``{"timezone", "jobs": [job, …]}`` (every job: the CLI is the owner's)
-- ``cron.add`` ``{"name", "schedule", "prompt", "deliver"?, "toolsets"?}`` -> ``{"job"}``
+- ``cron.add`` ``{"name", "schedule", "prompt", "deliver"?, "toolsets"?, "catch_up"?}`` -> ``{"job"}``
 - ``cron.pause`` / ``cron.resume`` / ``cron.remove`` / ``cron.run`` ``{"ref"}`` -> ``{"job"}``
 
 A job made here is owned by the terminal user who asked (platform ``cli``), so a terminal chat
@@ -67,16 +67,20 @@ def cron_ops(services: Callable[[], Services]) -> dict[str, Op]:
         return {"timezone": tz, "jobs": [job_json(v, tz) for v in await _jobs(s).list(None)]}
 
     async def add(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        _only(params, "cron.add", {"name", "schedule", "prompt", "deliver", "toolsets"})
+        _only(params, "cron.add", {"name", "schedule", "prompt", "deliver", "toolsets", "catch_up"})
         s = services()
         jobs = _jobs(s)
         toolsets = param(params, "toolsets", list, required=False)
         if toolsets is not None and not all(isinstance(t, str) for t in toolsets):
             raise RequestError("parameter 'toolsets' must be a list of names")
+        catch_up = param(params, "catch_up", str, required=False) or "once"
+        if catch_up not in ("once", "skip"):
+            raise RequestError("parameter 'catch_up' must be 'once' or 'skip'")
         deliver = param(params, "deliver", str, required=False) or await _default_deliver(s)
         spec = JobSpec(name=param(params, "name", str), prompt=param(params, "prompt", str),
                        schedule=param(params, "schedule", str), deliver=deliver,
-                       toolsets=tuple(toolsets) if toolsets is not None else None)
+                       toolsets=tuple(toolsets) if toolsets is not None else None,
+                       catch_up="skip" if catch_up == "skip" else "once")
         view = await jobs.create(cli_owner(conn.user), spec)
         return {"job": job_json(view, job_zone(s.config))}
 

@@ -50,6 +50,7 @@ async def test_calls_go_to_the_port_trimmed(store: StateStore, tmp_path: Path) -
     ({"action": "pause"}, "pause needs 'name'"),
     ({"action": "update", "name": "a"}, "update needs what changes"),
     ({"action": "explode"}, "is not one of"),
+    ({"action": "create", "schedule": "every 1h", "prompt": "x", "catch_up": "always"}, "is not one of"),
     ({"action": "create", "schedule": "every 1h", "prompt": "x", "toolsets": "web"}, "toolsets"),
 ])
 async def test_bad_calls_are_refused_before_the_port(store: StateStore, tmp_path: Path, args: dict[str, Any],

@@ -55,11 +55,12 @@ async def test_add_list_pause_resume_run_remove_against_the_daemon(gateway_home:
         assert r.code == 1 and "--deliver" in r.err and await all_jobs(run) == []
         assert (await say(run, "/sethome")).startswith("✅ Home channel of testchat")
         r = await cron(gateway_home, "add", "--name", "inbox", "--schedule", "0 8 * * *",
-                       "--prompt", "Summarise my inbox.")
+                       "--prompt", "Summarise my inbox.", "--skip-missed")
         assert r.code == 0, r.err
         (job,) = await all_jobs(run)
         assert r.out.startswith(f"Added inbox [{job.id}] · 0 8 * * * · next ")
         assert job.deliver == "home:testchat" and job.owner.platform == "cli" and job.owner.user_id
+        assert job.catch_up == "skip"
         r = await cron(gateway_home, "add", "--name", "often", "--schedule", "every 5s", "--prompt", "x",
                        "--deliver", "none")
         assert r.code == 1 and "cron.min_interval" in r.err and len(await all_jobs(run)) == 1

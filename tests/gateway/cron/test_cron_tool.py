@@ -28,7 +28,7 @@ async def test_remind_me_every_weekday_at_9(gateway_home: Path, fake_openai: Fak
     assert reply == "Done: I will remind you every weekday at 9."
     assert "cronjob" in {t["function"]["name"] for t in fake_openai.chat_requests[0].body["tools"]}
     assert job.name == "standup" and job.prompt == "Remind the user to stand up." and job.kind == "cron"
-    assert job.deliver == "origin" and not job.paused
+    assert job.deliver == "origin" and not job.paused and job.catch_up == "once"
     assert job.owner == JobOwner("testchat", "u1", None, "u1", "agent:main:testchat:dm:u1", "dm")
     assert job.next_due is not None and job.next_due > time.time()
     due = dt.datetime.fromtimestamp(job.next_due, ZoneInfo(tz))
@@ -41,7 +41,7 @@ async def test_remind_me_every_weekday_at_9(gateway_home: Path, fake_openai: Fak
 
 async def test_list_update_pause_resume_run_remove_through_the_tool(gateway_home: Path,
                                                                     fake_openai: FakeOpenAI) -> None:
-    steps = [STANDUP, {"action": "list"},
+    steps = [{**STANDUP, "catch_up": "skip"}, {"action": "list"},
              {"action": "update", "name": "standup", "schedule": "every 2h"},
              {"action": "pause", "name": "standup"}, {"action": "resume", "name": "standup"},
              {"action": "remove", "name": "standup"}, {"action": "list"}]
@@ -53,6 +53,7 @@ async def test_list_update_pause_resume_run_remove_through_the_tool(gateway_home
         assert await all_jobs(run) == []
     made, listed, updated, paused, resumed, removed, empty = map(result_json, tool_results(fake_openai))
     job_id = made["job"]["id"]
+    assert made["job"]["catch_up"] == "skip"
     assert listed["count"] == 1 and listed["jobs"][0]["id"] == job_id
     assert updated["job"]["schedule"] == "every 2h" and updated["job"]["kind"] == "every"
     assert paused["job"]["paused"] and paused["next_run"] is None
