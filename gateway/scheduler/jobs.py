@@ -135,7 +135,7 @@ class Jobs:
 
     async def list(self, viewer: JobOwner | None) -> list[JobView]:
         rows = sorted((r for r in self._rows.values() if self._visible(viewer, r)),
-                      key=lambda r: (r.created_at, r.id))
+                      key=lambda r: (r.created_at, r.name, r.id))
         return [view_of(r) for r in rows]
 
     async def get(self, viewer: JobOwner | None, ref: str) -> JobView:
