@@ -1,8 +1,10 @@
 """``hermes-gateway cron list|add|remove|pause|resume|run``: scheduled jobs from the command line.
 
-Every command asks the running daemon over its control socket (``cron.*`` requests), so the
-daemon stays the only writer of state.db and its scheduler learns of a change at once. Jobs made
-here are owned by the terminal user; the command line sees and manages every job.
+Every change asks the running daemon over its control socket (``cron.*`` requests), so the
+daemon stays the only writer of state.db and its scheduler learns of it at once; without a
+daemon a change is refused (nothing would run the job anyway). ``list`` without a daemon reads
+state.db read-only, as ``sessions list`` does. Jobs made here are owned by the terminal user;
+the command line sees and manages every job.
 
 Exit codes: 0 done; 1 the daemon refused (the reason is printed: a bad schedule, an unknown
 job, a limit); 3 no daemon runs for this home (as ``status``); 78 a configuration error.
@@ -11,15 +13,20 @@ job, a limit); 3 no daemon runs for this home (as ``status``); 78 a configuratio
 from __future__ import annotations
 
 import json
+import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
 from gateway.cli.sessions import _quiet_logs
-from gateway.config import default_home, load_config
+from gateway.commands import job_json, job_zone
+from gateway.config import LoadedConfig, default_home, load_config
 from gateway.control import client as control_client
 from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError
+from gateway.scheduler.jobs import view_of
+from storage import Reader, cron
 from storage.errors import GatewayError
 
 __all__ = ["cron_app"]
@@ -44,15 +51,18 @@ def _fail(message: str, code: int = EX_USER) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _call(home: Path | None, op: str, params: dict[str, Any]) -> dict[str, Any]:
+def _call(home: Path | None, op: str, params: dict[str, Any],
+          offline: Callable[[LoadedConfig], dict[str, Any]] | None = None) -> dict[str, Any]:
     _quiet_logs()
     root = (home or default_home()).expanduser()
     try:
-        load_config(root)  # a broken config exits 78 here, as the daemon would
+        config = load_config(root)  # a broken config exits 78 here, as the daemon would
         return control_client.call_sync(root, op, params, reply_within=30)
     except ConfigError as exc:
         _fail(f"configuration error: {exc}", EX_CONFIG)
     except DaemonNotRunningError:
+        if offline is not None:
+            return offline(config)
         _fail(f"the daemon is not running for {root}, so jobs cannot be read or changed. Start it with "
               f"`hermes-gateway run --home {root}`.", EX_NOT_RUNNING)
     except GatewayError as exc:
@@ -74,13 +84,32 @@ def _line(job: dict[str, Any]) -> str:
     return f"{job['name']} [{job['id']}] · {job['schedule']} · {when}{last} → {job['deliver']} (made in {made})"
 
 
+def _stored(config: LoadedConfig) -> dict[str, Any]:
+    """The jobs in state.db, read-only (no daemon runs to ask); none when there is no state.db yet."""
+    tz = job_zone(config)
+    db = config.home / "state.db"
+    rows: list[Any] = []
+    if db.exists():
+        reader = Reader(db, workers=1)
+        try:
+            rows = reader.run_sync(cron.all_jobs)
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):  # a state.db no daemon of this version has opened yet
+                raise
+        finally:
+            reader.close()
+    typer.echo("hermes-gateway cron: the daemon is not running; read from state.db (no job runs until it "
+               "starts).", err=True)
+    return {"timezone": tz, "jobs": [job_json(view_of(r), tz) for r in rows]}
+
+
 @cron_app.command("list")
 def list_jobs(
     home: HomeOption = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the jobs as JSON, and nothing else.")] = False,
 ) -> None:
     """List every scheduled job with its next run."""
-    result = _call(home, "cron.list", {})
+    result = _call(home, "cron.list", {}, offline=_stored)
     jobs = list(result.get("jobs") or [])
     if as_json:
         typer.echo(json.dumps(result, ensure_ascii=False, indent=2))

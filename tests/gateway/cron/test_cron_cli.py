@@ -11,9 +11,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.scheduler import JobOwner, JobSpec
 from tests.fakes.openai_server import FakeOpenAI
 
-from ._env import all_jobs, running, say
+from ._env import all_jobs, jobs, running, say
 
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = Path(sys.executable).parent / "hermes-gateway"
@@ -94,14 +95,28 @@ def cron_sync(home: Path, *args: str) -> Result:
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
-def test_without_a_daemon_every_command_says_it_is_not_running(gateway_home: Path) -> None:
+def test_without_a_daemon_changes_say_it_is_not_running(gateway_home: Path) -> None:
     gateway_home.mkdir(parents=True)
-    for args in (["list"], ["add", "--name", "a", "--schedule", "every 1h", "--prompt", "p"], ["pause", "a"],
+    for args in (["add", "--name", "a", "--schedule", "every 1h", "--prompt", "p"], ["pause", "a"],
                  ["resume", "a"], ["run", "a"], ["remove", "a"]):
         r = cron_sync(gateway_home, *args)
         assert r.code == 3 and "the daemon is not running" in r.err, (args, r)
         assert r.out == ""
+    r = cron_sync(gateway_home, "list")
+    assert (r.code, r.out) == (0, "No scheduled jobs.\n") and "the daemon is not running" in r.err
     assert not (gateway_home / "state.db").exists()
+
+
+async def test_list_without_a_daemon_reads_state_db(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    async with running(gateway_home, fake_openai) as run:
+        made = await jobs(run).create(JobOwner("testchat", "u1", None, "u1", "agent:main:testchat:dm:u1"),
+                                      JobSpec("standup", "Stand up.", "0 9 * * 1-5"))
+        await jobs(run).pause(None, made.id)
+    r = await cron(gateway_home, "list", "--json")
+    assert r.code == 0 and "the daemon is not running" in r.err
+    (job,) = json.loads(r.out)["jobs"]
+    assert (job["id"], job["name"], job["paused"], job["owner"]["platform"]) == (made.id, "standup", True,
+                                                                                 "testchat")
 
 
 def test_a_broken_config_exits_78(gateway_home: Path) -> None:
