@@ -113,8 +113,11 @@ class RunStarter:
 
         def compose(answer: str, kind: SendKind = SendKind.REPLY) -> OutboundMessage:
             assert target is not None
-            note = (f"\n\n({missed} earlier run{'s' if missed != 1 else ''} fell due while the gateway was down; "
-                    "this one run stands for them.)" if missed else "")
+            note = ""
+            if missed == 1:
+                note = "\n\n(It fell due while the gateway was down.)"
+            elif missed > 1:
+                note = f"\n\n(It fell due {missed} times while the gateway was down; this one run stands for them.)"
             return OutboundMessage(target.platform, target.chat_id, redact(f"⏰ {row.name}\n\n{answer}{note}"),
                                    target.thread_id, None, kind)
 
