@@ -74,6 +74,9 @@ class TurnRequest:
     files: FileOutbox | None = None
     #: asks the person of this turn before a dangerous action (None: such actions are refused)
     approver: Approver | None = None
+    #: only tools of these toolsets, within what the platform allows (a scheduled job's own
+    #: toolsets); None: every tool the platform allows
+    toolsets: frozenset[str] | None = None
 
 
 def _final_ops(session_id: str, counters: CounterUpdate | None, on_answer: AnswerOp | None) -> FinalOp | None:
@@ -256,7 +259,10 @@ class HermesAgent:
         rt = self._rt
         ctx = rt.tool_context(session_id, request.platform, user_id=request.user_id, session_key=request.session_key,
                               files=request.files, approver=request.approver, chat_type=request.chat_type)
-        loop = ToolLoop(rt.store, rt.client, rt.tools_for(request.platform, request.chat_type), ctx,
+        tools = rt.tools_for(request.platform, request.chat_type)
+        if request.toolsets is not None:
+            tools = tools.in_toolsets(request.toolsets)
+        loop = ToolLoop(rt.store, rt.client, tools, ctx,
                         max_iterations=rt.settings.max_iterations,
                         on_final=_final_ops(session_id, counters, request.on_answer), listener=request.listener)
         try:

@@ -131,6 +131,7 @@ class RunStarter:
         request = TurnRequest(
             session_id=session_id, session_key=session_key, platform=row.owner_platform,
             chat_type=row.owner_chat_type, text=row.prompt, user_id=row.owner_user_id, on_answer=on_answer,
+            toolsets=frozenset(row.toolsets) if row.toolsets is not None else None,
         )
         started = time.perf_counter()
         try:

@@ -185,3 +185,22 @@ async def test_status_shows_the_next_job(gateway_home: Path, fake_openai: FakeOp
         assert "hermes_cron_runs_total" in metrics and "hermes_cron_lateness_seconds_bucket" in metrics
         await gw.chat.say("/status", user="alice", chat="c1")
         await until(lambda: any("Next scheduled job: soon" in m.text for m in gw.chat.sent))
+
+
+async def test_a_job_runs_with_its_own_toolsets(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    clock = FakeClock(time.time())
+    async with run_gateway(gateway_home, fake_openai.base_url, config=CRON, cron_clock=clock) as gw:
+        await jobs(gw).create(OWNER, JobSpec("all", "With every tool", "every 1d"))
+        await jobs(gw).create(OWNER, JobSpec("memory", "Only memory", "every 1d", toolsets=("memory",)))
+        await jobs(gw).create(OWNER, JobSpec("bare", "No tools", "every 1d", toolsets=()))
+        for name in ("all", "memory", "bare"):
+            await jobs(gw).run_now(OWNER, name)
+            await until(lambda n=name: any(n in t for t in cron_texts(gw)))  # type: ignore[misc]
+
+    def offered(prompt: str) -> set[str]:
+        body = next(r.body for r in fake_openai.chat_requests if r.body["messages"][-1]["content"] == prompt)
+        return {t["function"]["name"] for t in body.get("tools") or []}
+
+    everything, memory = offered("With every tool"), offered("Only memory")
+    assert "memory" in everything and len(everything) > len(memory)
+    assert memory == {"memory"} and offered("No tools") == set()
