@@ -7,6 +7,9 @@ import sqlite3
 import time
 from pathlib import Path
 
+import pytest
+
+from gateway.cli.ops import _print_status
 from gateway.scheduler import JobSpec
 from gateway.scheduler.clock import FakeClock
 from storage import StateStore
@@ -171,10 +174,11 @@ async def test_clock_jumps(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
     assert [r[1] for r in runs(gw.db_path)] == ["ok", "ok", "ok"]
 
 
-async def test_status_shows_the_next_job(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+async def test_status_shows_the_next_job(gateway_home: Path, fake_openai: FakeOpenAI,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
     clock = FakeClock(time.time())
     async with run_gateway(gateway_home, fake_openai.base_url, config=CRON, cron_clock=clock,
-                           env={"TESTCHAT_ALLOWED_USERS": "alice"}) as gw:
+                           env={"TESTCHAT_ALLOWED_USERS": "alice,bob"}) as gw:
         await jobs(gw).create(OWNER, JobSpec("later", "x", "every 2h"))
         soon = await jobs(gw).create(OWNER, JobSpec("soon", "x", "every 1h"))
         from gateway.status import status_snapshot
@@ -185,6 +189,11 @@ async def test_status_shows_the_next_job(gateway_home: Path, fake_openai: FakeOp
         assert "hermes_cron_runs_total" in metrics and "hermes_cron_lateness_seconds_bucket" in metrics
         await gw.chat.say("/status", user="alice", chat="c1")
         await until(lambda: any("Next scheduled job: soon" in m.text for m in gw.chat.sent))
+        await gw.chat.say("/status", user="bob", chat="c2")  # bob sees none of alice's jobs
+        await until(lambda: any(m.chat_id == "c2" and m.text.startswith("Session") for m in gw.chat.sent))
+        assert not any(m.chat_id == "c2" and "scheduled job" in m.text for m in gw.chat.sent)
+    _print_status({**body, "source": "the control socket"})
+    assert f"Jobs: 2 scheduled (0 paused), next: soon [{soon.id}] at " in capsys.readouterr().out
 
 
 async def test_a_job_runs_with_its_own_toolsets(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
