@@ -76,6 +76,9 @@ class TurnRequest:
     approver: Approver | None = None
     #: the scheduled jobs of this turn's chat, for the ``cronjob`` tool (None: not available here)
     cron: CronPort | None = None
+    #: only tools of these toolsets, within what the platform allows (a scheduled job's own
+    #: toolsets); None: every tool the platform allows
+    toolsets: frozenset[str] | None = None
 
 
 def _final_ops(session_id: str, counters: CounterUpdate | None, on_answer: AnswerOp | None) -> FinalOp | None:
@@ -260,7 +263,10 @@ class HermesAgent:
         ctx = rt.tool_context(session_id, request.platform, user_id=request.user_id, session_key=request.session_key,
                               files=request.files, approver=request.approver, chat_type=request.chat_type,
                               cron=request.cron)
-        loop = ToolLoop(rt.store, rt.client, rt.tools_for(request.platform, request.chat_type), ctx,
+        tools = rt.tools_for(request.platform, request.chat_type)
+        if request.toolsets is not None:
+            tools = tools.in_toolsets(request.toolsets)
+        loop = ToolLoop(rt.store, rt.client, tools, ctx,
                         max_iterations=rt.settings.max_iterations,
                         on_final=_final_ops(session_id, counters, request.on_answer), listener=request.listener)
         try:

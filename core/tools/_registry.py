@@ -166,6 +166,11 @@ class ToolRegistry:
                 view._validators[name] = self._validators[name]
         return view
 
+    def in_toolsets(self, toolsets: Iterable[str]) -> ToolRegistry:
+        """Only the tools of ``toolsets`` (a family names all its sets: ``mcp`` for ``mcp:github``)."""
+        wanted = set(toolsets)
+        return self.only(t.name for t in self._tools.values() if wanted.intersection(_names(t.toolset)))
+
     def schemas(self) -> list[dict[str, Any]]:
         """The OpenAI ``tools`` array."""
         return [tool.schema() for tool in self._tools.values()]

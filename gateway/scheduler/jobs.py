@@ -64,6 +64,11 @@ class Jobs:
         self._watchers: list[Callable[[CronJobRow], None]] = []
         self._lock = asyncio.Lock()
 
+    @property
+    def tz(self) -> str:
+        """The zone schedules are read in, by name (``describe_job(view, tz=jobs.tz)``)."""
+        return self.zone.key
+
     # ------------------------------------------------------------------ for the scheduler
 
     async def load(self) -> list[CronJobRow]:

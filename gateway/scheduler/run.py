@@ -113,8 +113,11 @@ class RunStarter:
 
         def compose(answer: str, kind: SendKind = SendKind.REPLY) -> OutboundMessage:
             assert target is not None
-            note = (f"\n\n({missed} earlier run{'s' if missed != 1 else ''} fell due while the gateway was down; "
-                    "this one run stands for them.)" if missed else "")
+            note = ""
+            if missed == 1:
+                note = "\n\n(It fell due while the gateway was down.)"
+            elif missed > 1:
+                note = f"\n\n(It fell due {missed} times while the gateway was down; this one run stands for them.)"
             return OutboundMessage(target.platform, target.chat_id, redact(f"⏰ {row.name}\n\n{answer}{note}"),
                                    target.thread_id, None, kind)
 
@@ -128,6 +131,7 @@ class RunStarter:
         request = TurnRequest(
             session_id=session_id, session_key=session_key, platform=row.owner_platform,
             chat_type=row.owner_chat_type, text=row.prompt, user_id=row.owner_user_id, on_answer=on_answer,
+            toolsets=frozenset(row.toolsets) if row.toolsets is not None else None,
         )
         started = time.perf_counter()
         try:

@@ -44,6 +44,7 @@ class _Start:
     job_id: str
     due: float | None  # None: "run now", or the retry of an interrupted run
     run_id: int | None = None  # the retry's run row, already written
+    #: due times that passed while the daemon was down (0: on time); one run stands for them
     missed: int = 0
 
 
@@ -135,9 +136,9 @@ class Scheduler:
                 continue
             if now - due > MISSED_AFTER and row.kind != "once":
                 schedule = self._jobs.schedule_of(row)
-                missed = schedule.missed_between(due, now)
+                missed = schedule.missed_between(due, now) + 1  # ``due`` itself, and those after it
                 if row.catch_up == "skip":
-                    await self._skip(row, due, schedule.next_after(due, now), missed + 1)
+                    await self._skip(row, due, schedule.next_after(due, now), missed)
                     continue
                 self._ready.append(_Start(job_id, due, missed=missed))
             else:

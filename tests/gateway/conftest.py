@@ -56,6 +56,7 @@ async def run_gateway(
     chat: ChatAdapter | None = None,
     memory_flush: Any = None,
     agent_maker: Any = None,
+    cron_clock: Any = None,
 ) -> AsyncIterator[Running]:
     cfg: dict[str, Any] = {
         "model": {"base_url": base_url, "default": "fake-model", "max_retries": 0, "timeout": 30},
@@ -72,7 +73,7 @@ async def run_gateway(
     write_config(home, cfg, env)
     loaded = load_config(home, environ={})
     chat = chat or ChatAdapter()
-    gw = Gateway(loaded, extra_adapters={chat.platform: chat}, memory_flush=memory_flush,
+    gw = Gateway(loaded, extra_adapters={chat.platform: chat}, memory_flush=memory_flush, cron_clock=cron_clock,
                  **({"agent_maker": agent_maker} if agent_maker is not None else {}))
     task = asyncio.create_task(gw.run())
     for _ in range(500):

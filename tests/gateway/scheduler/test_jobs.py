@@ -58,7 +58,8 @@ async def test_create_stores_the_job_and_lists_it(store: StateStore, tmp_path: P
     assert [v.id for v in await jobs.list(ALICE)] == [view.id]
     assert (await jobs.get(ALICE, "inbox")).id == view.id
     assert (await jobs.get(ALICE, view.id[:5])).id == view.id
-    line = describe_job(view, tz="Europe/Berlin")
+    assert jobs.tz == "Europe/Berlin"
+    line = describe_job(view, tz=jobs.tz)
     assert "inbox" in line and view.id in line and "0 8 * * 1-5" in line and "next 20" in line
     # a fresh Jobs reads the same from state.db
     again = make_jobs(store)
