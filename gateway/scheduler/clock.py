@@ -29,8 +29,11 @@ class SystemClock:
 
     async def sleep_until(self, when: float, wake: asyncio.Event) -> None:
         delay = min(max(0.0, when - time.time()), MAX_SLEEP)
+        # Not asyncio.wait_for: on Python 3.11 it swallows a cancel that arrives as ``wake`` is set
+        # (a job changed just as the daemon stops), and the scheduler's stop then waits forever.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), delay)
+            async with asyncio.timeout(delay):
+                await wake.wait()
 
 
 class FakeClock:
