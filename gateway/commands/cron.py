@@ -81,7 +81,7 @@ async def _cron(ctx: CommandContext) -> str:
     if jobs is None:
         return JOBS_OFF
     viewer = owner_of(ctx.message, ctx.session_key)
-    tz = job_zone(ctx.services.config)
+    tz = jobs.tz
     verb, _, ref = ctx.args.partition(" ")
     verb, ref = verb.lower(), ref.strip()
     try:

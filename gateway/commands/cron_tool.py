@@ -22,7 +22,7 @@ from gateway.errors import JobError
 from gateway.routing.services import Services
 from gateway.scheduler import JobOwner, Jobs, JobSpec, JobView, jobs_of
 
-from .cron import job_json, job_zone, local_time, owner_of
+from .cron import job_json, local_time, owner_of
 
 __all__ = ["TurnCronPorts", "TurnJobs"]
 
@@ -97,4 +97,5 @@ class TurnCronPorts:
         jobs = jobs_of(services)
         if jobs is None or not services.config.settings.cron.enabled:
             return None
-        return TurnJobs(jobs, owner_of(msg, session_key), job_zone(services.config))
+        # The zone the scheduler read once at start: no file is read per turn.
+        return TurnJobs(jobs, owner_of(msg, session_key), jobs.tz)

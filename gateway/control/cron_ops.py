@@ -15,17 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from gateway.commands import JOBS_OFF, job_json, job_zone
+from gateway.commands import JOBS_OFF, job_json
 from gateway.control.wire import Connection, Op, param
 from gateway.errors import JobError, RequestError
 from gateway.routing.services import Services
 from gateway.scheduler import JobOwner, Jobs, JobSpec, jobs_of
+from gateway.scheduler.jobs import REQUEST_ONLY
 
 __all__ = ["CLI_PLATFORM", "cli_owner", "cron_ops"]
 
 CLI_PLATFORM = "cli"
-#: platforms that only answer requests: a job's answer cannot go there unasked
-_REQUEST_ONLY = frozenset({"api-server", "cli"})
 
 
 def cli_owner(user: str) -> JobOwner:
@@ -49,7 +48,7 @@ def _only(params: dict[str, Any], op: str, allowed: set[str]) -> None:
 
 async def _default_deliver(services: Services) -> str:
     for platform in services.adapters:
-        if platform in _REQUEST_ONLY:
+        if platform in REQUEST_ONLY:
             continue
         if await services.home_channels.get(platform) is not None:
             return f"home:{platform}"
@@ -63,8 +62,9 @@ def cron_ops(services: Callable[[], Services]) -> dict[str, Op]:
     async def list_jobs(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         _only(params, "cron.list", set())
         s = services()
-        tz = job_zone(s.config)
-        return {"timezone": tz, "jobs": [job_json(v, tz) for v in await _jobs(s).list(None)]}
+        jobs = _jobs(s)
+        tz = jobs.tz
+        return {"timezone": tz, "jobs": [job_json(v, tz) for v in await jobs.list(None)]}
 
     async def add(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         _only(params, "cron.add", {"name", "schedule", "prompt", "deliver", "toolsets", "catch_up"})
@@ -82,7 +82,7 @@ def cron_ops(services: Callable[[], Services]) -> dict[str, Op]:
                        toolsets=tuple(toolsets) if toolsets is not None else None,
                        catch_up="skip" if catch_up == "skip" else "once")
         view = await jobs.create(cli_owner(conn.user), spec)
-        return {"job": job_json(view, job_zone(s.config))}
+        return {"job": job_json(view, jobs.tz)}
 
     def by_ref(name: str) -> Op:
         async def op(conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -91,7 +91,7 @@ def cron_ops(services: Callable[[], Services]) -> dict[str, Op]:
             jobs = _jobs(s)
             ref = param(params, "ref", str)
             action = {"pause": jobs.pause, "resume": jobs.resume, "remove": jobs.remove, "run": jobs.run_now}[name]
-            return {"job": job_json(await action(None, ref), job_zone(s.config))}
+            return {"job": job_json(await action(None, ref), jobs.tz)}
 
         return op
 

@@ -130,3 +130,19 @@ async def test_with_cron_off_the_tool_is_not_offered_and_cron_says_so(gateway_ho
         tools = await say(run, "/tools")
     assert "cronjob" not in {t["function"]["name"] for t in fake_openai.chat_requests[0].body["tools"]}
     assert "cronjob (cron): scheduled jobs are off (cron.enabled)" in tools
+
+
+async def test_over_the_http_api_origin_is_refused_and_a_chat_destination_works(
+        gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    fake_openai.reply_tool_calls([{"id": "c1", "name": "cronjob", "arguments": STANDUP}])
+    fake_openai.reply_tool_calls([{"id": "c2", "name": "cronjob",
+                                   "arguments": {**STANDUP, "deliver": "testchat:u1"}}])
+    fake_openai.reply("Scheduled, to your testchat chat.")
+    async with running(gateway_home, fake_openai) as run:
+        response = await run.ask("remind me every weekday at 9", user="bob")
+        (job,) = await all_jobs(run)
+    assert response.json()["choices"][0]["message"]["content"] == "Scheduled, to your testchat chat."
+    refused, made = tool_results(fake_openai)
+    assert refused.startswith("Error: Answers cannot be sent to this chat later (api-server only answers")
+    assert result_json(made)["job"]["id"] == job.id and job.deliver == "testchat:u1"
+    assert (job.owner.platform, job.owner.user_id) == ("api-server", "bob")
