@@ -165,7 +165,7 @@ async def test_the_prompt_index_and_the_tool_context_follow_the_platforms_toolse
     assert "- gh:" in telegram and "- recall-helper:" not in telegram
     assert "- gh:" in slack and "- recall-helper:" in slack
     ctx = runtime.tool_context("s1", "telegram")
-    assert ctx.toolsets == frozenset({"memory", "skills", "files"}) and ctx.env_names == frozenset({"GITHUB_TOKEN"})
+    assert ctx.toolsets == frozenset({"memory", "skills", "files", "cron"}) and ctx.env_names == frozenset({"GITHUB_TOKEN"})
     await runtime.aclose()
     await client.aclose()
 

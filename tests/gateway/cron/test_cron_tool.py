@@ -41,7 +41,7 @@ async def test_remind_me_every_weekday_at_9(gateway_home: Path, fake_openai: Fak
 
 async def test_list_update_pause_resume_run_remove_through_the_tool(gateway_home: Path,
                                                                     fake_openai: FakeOpenAI) -> None:
-    steps = [{**STANDUP, "catch_up": "skip"}, {"action": "list"},
+    steps = [{**STANDUP, "catch_up": "skip", "toolsets": ["memory"]}, {"action": "list"},
              {"action": "update", "name": "standup", "schedule": "every 2h"},
              {"action": "pause", "name": "standup"}, {"action": "resume", "name": "standup"},
              {"action": "remove", "name": "standup"}, {"action": "list"}]
@@ -53,7 +53,7 @@ async def test_list_update_pause_resume_run_remove_through_the_tool(gateway_home
         assert await all_jobs(run) == []
     made, listed, updated, paused, resumed, removed, empty = map(result_json, tool_results(fake_openai))
     job_id = made["job"]["id"]
-    assert made["job"]["catch_up"] == "skip"
+    assert made["job"]["catch_up"] == "skip" and made["job"]["toolsets"] == ["memory"]
     assert listed["count"] == 1 and listed["jobs"][0]["id"] == job_id
     assert updated["job"]["schedule"] == "every 2h" and updated["job"]["kind"] == "every"
     assert paused["job"]["paused"] and paused["next_run"] is None
