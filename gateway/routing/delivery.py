@@ -93,6 +93,10 @@ class Delivery:
         #: None in tests that build a bare Delivery
         self.metrics = metrics
         self._marks: set[asyncio.Task[None]] = set()
+        #: rows written from now on are this process's own: while one is pending its sender is at
+        #: work (a scheduled run at start-up, a turn while an adapter reconnects), so a recovery
+        #: must not send it too; only what an earlier process left is recovered
+        self._since = time.time()
 
     def recoverable(self, platform: str) -> bool:
         """Whether replies on ``platform`` go through the ledger: they could be re-sent after a crash."""
@@ -268,7 +272,7 @@ class Delivery:
 
         def claim(conn: sqlite3.Connection) -> list[PendingReply]:
             outbound.expire_pending(conn, platform, created_before=cutoff)
-            rows = outbound.pending(conn, platform)
+            rows = outbound.pending(conn, platform, created_before=self._since)
             # Claimed before sending: a second crash must not send it twice.
             outbound.mark_recovering(conn, [r.id for r in rows])
             return rows

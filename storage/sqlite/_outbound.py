@@ -108,12 +108,14 @@ def expire_pending(conn: sqlite3.Connection, platform: str, *, created_before: f
     )
 
 
-def pending(conn: sqlite3.Connection, platform: str) -> list[PendingReply]:
-    """The platform's ``pending`` rows and cut-off ``streaming`` ones, oldest first."""
+def pending(conn: sqlite3.Connection, platform: str, *, created_before: float | None = None) -> list[PendingReply]:
+    """The platform's ``pending`` rows and cut-off ``streaming`` ones, oldest first (with
+    ``created_before``: only those written before it)."""
     rows = conn.execute(
         "SELECT id, platform, chat_id, thread_id, reply_to, text, created_at, message_ids, status, files, "
-        "files_sent FROM gateway_outbound WHERE platform = ? AND status IN ('pending', 'streaming') ORDER BY id",
-        (platform,),
+        "files_sent FROM gateway_outbound WHERE platform = ? AND status IN ('pending', 'streaming') "
+        "AND created_at < ? ORDER BY id",
+        (platform, float("inf") if created_before is None else created_before),
     ).fetchall()
     return [PendingReply(r[0], r[1], r[2], r[3], r[4], r[5], r[6], message_ids=_ids(r[7]),
                          interrupted=r[8] == "streaming", files=_files(r[9]),
