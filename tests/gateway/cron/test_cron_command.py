@@ -42,16 +42,21 @@ async def test_cron_lists_pauses_resumes_runs_and_removes(gateway_home: Path, fa
 async def test_another_user_in_the_same_group_sees_only_their_own(gateway_home: Path,
                                                                   fake_openai: FakeOpenAI) -> None:
     group = {"chat": "g1", "chat_type": ChatType.GROUP}
+    for name, schedule in (("mine", "every 1h"), ("theirs", "every 2h")):
+        fake_openai.reply_tool_calls([{"id": name, "name": "cronjob", "arguments": {
+            "action": "create", "name": name, "schedule": schedule, "prompt": f"Say {name}."}}]).reply("Made.")
     async with running(gateway_home, fake_openai) as run:
-        j = jobs(run)
-        mine = await j.create(_owner("u1", "g1", "group"), JobSpec("mine", "Say hi.", "every 1h"))
-        theirs = await j.create(_owner("u2", "g1", "group"), JobSpec("theirs", "Say ho.", "every 2h"))
+        assert await say(run, "every hour say mine", user="u1", **group) == "Made."
+        assert await say(run, "every 2 hours say theirs", user="u2", **group) == "Made."
+        by_name = {j.name: j for j in await all_jobs(run)}
         u1 = await say(run, "/cron", user="u1", **group)
         u2 = await say(run, "/cron", user="u2", **group)
-        refused = await say(run, f"/cron remove {mine.id}", user="u2", **group)
+        refused = await say(run, f"/cron remove {by_name['mine'].id}", user="u2", **group)
         # u1's direct chat with the bot is the same person on the same platform: it sees the job too
         dm = await say(run, "/cron", user="u1")
         assert len(await all_jobs(run)) == 2
+    mine, theirs = by_name["mine"], by_name["theirs"]
+    assert mine.owner == _owner("u1", "g1", "group") and theirs.owner == _owner("u2", "g1", "group")
     assert f"mine [{mine.id}]" in u1 and "theirs" not in u1
     assert f"theirs [{theirs.id}]" in u2 and "mine" not in u2
     assert refused.startswith("⚠️ No job") and f"mine [{mine.id}]" in dm
