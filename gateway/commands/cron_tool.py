@@ -29,6 +29,8 @@ __all__ = ["TurnCronPorts", "TurnJobs"]
 log = structlog.get_logger("hermes.cron")
 
 _NAME_WORDS = re.compile(r"[\w'-]+")
+#: a list shows each prompt's head: 50 whole prompts would overflow the tool's result and cut its JSON
+_LISTED_PROMPT_CHARS = 300
 
 
 def _name_from(prompt: str) -> str:
@@ -62,8 +64,12 @@ class TurnJobs:
         toolsets = tuple(args["toolsets"]) if args.get("toolsets") is not None else None
         if action == "list":
             views = await jobs.list(owner)
-            return json.dumps({"success": True, "timezone": self._tz, "count": len(views),
-                               "jobs": [job_json(v, self._tz) for v in views]}, ensure_ascii=False)
+            listed = [job_json(v, self._tz) for v in views]
+            for job in listed:
+                if len(job["prompt"]) > _LISTED_PROMPT_CHARS:
+                    job["prompt"] = job["prompt"][:_LISTED_PROMPT_CHARS - 1] + "…"
+            return json.dumps({"success": True, "timezone": self._tz, "count": len(views), "jobs": listed},
+                              ensure_ascii=False)
         if action == "create":
             prompt = str(args["prompt"])
             spec = JobSpec(name=str(args.get("name") or _name_from(prompt)), prompt=prompt,

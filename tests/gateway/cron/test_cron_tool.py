@@ -146,3 +146,18 @@ async def test_over_the_http_api_origin_is_refused_and_a_chat_destination_works(
     assert refused.startswith("Error: Answers cannot be sent to this chat later (api-server only answers")
     assert result_json(made)["job"]["id"] == job.id and job.deliver == "testchat:u1"
     assert (job.owner.platform, job.owner.user_id) == ("api-server", "bob")
+
+
+async def test_a_job_without_a_name_is_named_by_its_prompt_and_lists_show_a_prompts_head(
+        gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    prompt = "Check the build status, then " + "tell the user what changed. " * 20
+    fake_openai.reply_tool_calls([{"id": "c1", "name": "cronjob", "arguments": {
+        "action": "create", "schedule": "every 1h", "prompt": prompt}}])
+    fake_openai.reply_tool_calls([{"id": "c2", "name": "cronjob", "arguments": {"action": "list"}}])
+    fake_openai.reply("Listed.")
+    async with running(gateway_home, fake_openai) as run:
+        await say(run, "check the build every hour")
+        (job,) = await all_jobs(run)
+    assert job.name == "Check the build status then" and job.prompt == prompt.strip()
+    listed = result_json(tool_results(fake_openai)[1])["jobs"][0]["prompt"]
+    assert len(listed) == 300 and listed.endswith("…") and prompt.startswith(listed[:-1])
