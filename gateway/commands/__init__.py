@@ -11,7 +11,7 @@
 
 from gateway.commands.approvals import register_approval_commands
 from gateway.commands.builtin import register_builtin_commands
-from gateway.commands.cron import JOBS_OFF, job_json, job_zone, local_time, owner_of, register_cron_commands
+from gateway.commands.cron import JOBS_OFF, chat_owner, job_json, job_zone, local_time, register_cron_commands
 from gateway.commands.cron_tool import TurnCronPorts, TurnJobs
 from gateway.commands.misc import register_misc_commands
 from gateway.commands.sessions import register_session_commands
@@ -22,10 +22,10 @@ __all__ = [
     "JOBS_OFF",
     "TurnCronPorts",
     "TurnJobs",
+    "chat_owner",
     "job_json",
     "job_zone",
     "local_time",
-    "owner_of",
     "register_all_commands",
     "render_tools",
     "tools_report",

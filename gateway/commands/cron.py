@@ -19,7 +19,7 @@ from gateway.routing.commands import Command, CommandContext, CommandRegistry
 from gateway.scheduler import JobOwner, Jobs, JobView, describe_job, jobs_of
 from gateway.scheduler.schedules import local_zone
 
-__all__ = ["JOBS_OFF", "job_json", "job_zone", "local_time", "owner_of", "register_cron_commands"]
+__all__ = ["JOBS_OFF", "chat_owner", "job_json", "job_zone", "local_time", "register_cron_commands"]
 
 JOBS_OFF = "Scheduled jobs are off in this gateway (cron.enabled)."
 _USAGE = "Usage: /cron [list] | /cron pause|resume|remove|run <name or id>"
@@ -27,7 +27,7 @@ _USAGE = "Usage: /cron [list] | /cron pause|resume|remove|run <name or id>"
 _SHOWN = 20
 
 
-def owner_of(msg: InboundMessage, session_key: str) -> JobOwner:
+def chat_owner(msg: InboundMessage, session_key: str) -> JobOwner:
     """The owner of a job made in this chat: where ``origin`` delivers, and who may see it."""
     return JobOwner(platform=msg.platform, chat_id=msg.chat_id, thread_id=msg.thread_id, user_id=msg.user_id,
                     session_key=session_key, chat_type=str(msg.chat_type))
@@ -80,7 +80,7 @@ async def _cron(ctx: CommandContext) -> str:
     jobs = _jobs(ctx)
     if jobs is None:
         return JOBS_OFF
-    viewer = owner_of(ctx.message, ctx.session_key)
+    viewer = chat_owner(ctx.message, ctx.session_key)
     tz = jobs.tz
     verb, _, ref = ctx.args.partition(" ")
     verb, ref = verb.lower(), ref.strip()

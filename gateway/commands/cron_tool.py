@@ -22,7 +22,7 @@ from gateway.errors import JobError
 from gateway.routing.services import Services
 from gateway.scheduler import JobOwner, Jobs, JobSpec, JobView, jobs_of
 
-from .cron import job_json, local_time, owner_of
+from .cron import chat_owner, job_json, local_time
 
 __all__ = ["TurnCronPorts", "TurnJobs"]
 
@@ -104,4 +104,4 @@ class TurnCronPorts:
         if jobs is None or not services.config.settings.cron.enabled:
             return None
         # The zone the scheduler read once at start: no file is read per turn.
-        return TurnJobs(jobs, owner_of(msg, session_key), jobs.tz)
+        return TurnJobs(jobs, chat_owner(msg, session_key), jobs.tz)
