@@ -9,10 +9,10 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from gateway.commands import job_zone
-from gateway.scheduler import JobOwner
+from gateway.scheduler import JobOwner, JobSpec
 from tests.fakes.openai_server import FakeOpenAI
 
-from ._env import all_jobs, result_json, running, say, tool_results
+from ._env import all_jobs, jobs, result_json, running, say, tool_results
 
 STANDUP = {"action": "create", "name": "standup", "schedule": "0 9 * * 1-5",
            "prompt": "Remind the user to stand up."}
@@ -161,3 +161,17 @@ async def test_a_job_without_a_name_is_named_by_its_prompt_and_lists_show_a_prom
     assert job.name == "Check the build status then" and job.prompt == prompt.strip()
     listed = result_json(tool_results(fake_openai)[1])["jobs"][0]["prompt"]
     assert len(listed) == 300 and listed.endswith("…") and prompt.startswith(listed[:-1])
+
+
+async def test_a_scheduled_run_cannot_make_more_jobs(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    async with running(gateway_home, fake_openai) as run:
+        made = await jobs(run).create(JobOwner("testchat", "u1", None, "u1", "agent:main:testchat:dm:u1"),
+                                      JobSpec("standup", "Remind the user to stand up.", "0 9 * * 1-5"))
+        fake_openai.reply_tool_calls([{"id": "c1", "name": "cronjob", "arguments": {**STANDUP, "name": "more"}}])
+        fake_openai.reply("Reminder: stand up.")
+        await say(run, "/cron run standup")
+        sent = await run.chat.wait_sent(2, chat="u1", timeout=15)
+        assert [j.id for j in await all_jobs(run)] == [made.id]
+    assert "Reminder: stand up." in sent[1].text
+    (result,) = tool_results(fake_openai)
+    assert result.startswith("Error: Scheduled jobs are not available in this conversation")
