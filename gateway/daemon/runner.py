@@ -204,11 +204,14 @@ class Gateway:
                          waiting=services.lanes.total_waiting)
                 self.notifier.stopping(f"draining: {services.lanes.running} turns running")
                 router.stop_intake()
-                if runtime.scheduler is not None:
-                    await runtime.scheduler.stop()
+                drain = self.config.settings.gateway.drain_timeout
+                # Runs under way end within the same drain as the turns (then are retried at the next start).
+                cron_stop = asyncio.create_task(runtime.scheduler.stop(drain)) if runtime.scheduler else None
                 # Nobody can answer a question now (intake is closed): they end as a no, not by the drain's cut.
                 services.approvals.stop()
-                cut = await services.lanes.drain(self.config.settings.gateway.drain_timeout)
+                cut = await services.lanes.drain(drain)
+                if cron_stop is not None:
+                    await cron_stop
                 if cut:
                     log.warning("gateway.drain_cut", turns=cut)
                 # A cut turn's command was killed with it; this takes whatever is left (no orphans).

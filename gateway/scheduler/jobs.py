@@ -125,8 +125,9 @@ class Jobs:
         limit = s.max_jobs_per_owner
 
         def op(conn: sqlite3.Connection) -> CronJobRow:
-            if cron.count_owned(conn, owner.session_key) >= limit:
-                raise JobError(f"This chat has {limit} scheduled jobs already, the most it may have "
+            # A user's jobs in all their chats count together: a new chat is no way around the limit.
+            if cron.count_owned(conn, owner.session_key, owner.platform, owner.user_id) >= limit:
+                raise JobError(f"You have {limit} scheduled jobs already, the most one may have "
                                "(cron.max_jobs_per_owner). Remove one first.")
             for _ in range(5):
                 made = dataclasses.replace(row, id=secrets.token_hex(4))

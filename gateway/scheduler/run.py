@@ -79,7 +79,7 @@ class RunStarter:
         return Target(platform, chat_id, thread or None)
 
     async def run(self, row: CronJobRow, run_id: int, *, missed: int = 0) -> RunOutcome:
-        with structlog.contextvars.bound_contextvars(job_id=row.id, run_id=run_id):
+        with structlog.contextvars.bound_contextvars(job_id=row.id, run_id=run_id, session_key=f"cron:{row.id}"):
             try:
                 return await self._run(row, run_id, missed)
             except asyncio.CancelledError:

@@ -15,7 +15,6 @@ the clock jumped): ``catch_up: once`` runs the job once for all of them, saying 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 import math
 import sqlite3
@@ -37,6 +36,8 @@ log = structlog.get_logger("hermes.cron")
 
 #: a due time this much in the past when the scheduler first sees it was missed, not merely late
 MISSED_AFTER = 60.0
+#: how long stopped runs get to end before the daemon goes on without them
+STOP_GRACE = 5.0
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,22 @@ class Scheduler:
                 self._ready.append(_Start(run.job_id, run.due_at, retry, run.missed))
         self._task = asyncio.create_task(self._loop(), name="cron-scheduler")
 
-    async def stop(self) -> None:
-        """Stop the task and the runs (a run stopped here is retried once at the next start)."""
-        tasks = [t for t in (self._task, *self._running.values()) if t is not None]
-        for task in tasks:
+    async def stop(self, drain: float = 0.0) -> None:
+        """No new runs from now; the runs under way get ``drain`` seconds to end, then are
+        stopped (a run stopped here is retried once at the next start)."""
+        if self._task is not None:
+            self._task.cancel()
+        running = list(self._running.values())
+        if running and drain > 0:
+            await asyncio.wait(running, timeout=drain)
+        left = [t for t in (self._task, *running) if t is not None and not t.done()]
+        for task in left:
             task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if left:
+            # Bounded: a run that does not end when told to must not hold the daemon's exit.
+            _, stuck = await asyncio.wait(left, timeout=STOP_GRACE)
+            if stuck:
+                log.warning("cron.runs_not_stopped", runs=len(stuck))
         self._task = None
 
     @property

@@ -69,9 +69,11 @@ def all_jobs(conn: sqlite3.Connection) -> list[CronJobRow]:
     return [_job(r) for r in rows]
 
 
-def count_owned(conn: sqlite3.Connection, session_key: str) -> int:
-    row = conn.execute("SELECT COUNT(*) FROM gateway_cron_jobs WHERE owner_session_key = ?",
-                       (session_key,)).fetchone()
+def count_owned(conn: sqlite3.Connection, session_key: str, platform: str, user_id: str | None) -> int:
+    """The jobs of a chat, and of its user in any chat of the platform (whom a limit counts)."""
+    row = conn.execute("SELECT COUNT(*) FROM gateway_cron_jobs WHERE owner_session_key = ? "
+                       "OR (? IS NOT NULL AND owner_platform = ? AND owner_user_id = ?)",
+                       (session_key, user_id, platform, user_id)).fetchone()
     return int(row[0])
 
 

@@ -155,6 +155,8 @@ async def test_the_limit_per_owner(store: StateStore, tmp_path: Path) -> None:
         await jobs.create(ALICE, JobSpec(f"j{i}", "p", "every 1h"))
     with pytest.raises(JobError, match=r"cron\.max_jobs_per_owner"):
         await jobs.create(ALICE, JobSpec("j3", "p", "every 1h"))
+    with pytest.raises(JobError, match=r"cron\.max_jobs_per_owner"):  # another chat of hers: the same user
+        await jobs.create(ALICE_ELSEWHERE, JobSpec("j3", "p", "every 1h"))
     await jobs.create(BOB, JobSpec("j3", "p", "every 1h"))  # another owner has their own
     assert rows(tmp_path / "state.db") == 4
 

@@ -213,3 +213,21 @@ async def test_a_job_runs_with_its_own_toolsets(gateway_home: Path, fake_openai:
     everything, memory = offered("With every tool"), offered("Only memory")
     assert "memory" in everything and len(everything) > len(memory)
     assert memory == {"memory"} and offered("No tools") == set()
+
+
+async def test_a_stop_cuts_a_run_after_the_drain_and_the_next_start_retries_it(gateway_home: Path,
+                                                                            fake_openai: FakeOpenAI) -> None:
+    clock = FakeClock(time.time())
+    config = {**CRON, "gateway": {"drain_timeout": 0.5}}
+    fake_openai.hang()  # the run's model call never answers
+    started = time.monotonic()
+    async with run_gateway(gateway_home, fake_openai.base_url, config=config, cron_clock=clock) as gw:
+        await jobs(gw).create(OWNER, JobSpec("slow", "Take your time", "every 1d"))
+        await jobs(gw).run_now(OWNER, "slow")
+        await until(lambda: len(fake_openai.chat_requests) == 1)
+    assert time.monotonic() - started < 20  # the stop did not wait for the model
+    assert [r[1:] for r in runs(gw.db_path)] == [("running", 1)]
+    async with run_gateway(gateway_home, fake_openai.base_url, config=config, cron_clock=clock) as gw:
+        await until(lambda: len(cron_texts(gw)) == 1)
+        assert cron_texts(gw) == ["⏰ slow\n\necho: Take your time"]
+    assert [r[1:] for r in runs(gw.db_path)] == [("interrupted", 1), ("ok", 2)]
