@@ -266,6 +266,9 @@ class HermesAgent:
         tools = rt.tools_for(request.platform, request.chat_type)
         if request.toolsets is not None:
             tools = tools.in_toolsets(request.toolsets)
+        if request.cron is None and "cronjob" in tools:
+            # nowhere to make a job from this turn (a scheduled run's own, a custom host): not offered
+            tools = tools.only(name for name in tools.names if name != "cronjob")
         loop = ToolLoop(rt.store, rt.client, tools, ctx,
                         max_iterations=rt.settings.max_iterations,
                         on_final=_final_ops(session_id, counters, request.on_answer), listener=request.listener)

@@ -173,5 +173,7 @@ async def test_a_scheduled_run_cannot_make_more_jobs(gateway_home: Path, fake_op
         sent = await run.chat.wait_sent(2, chat="u1", timeout=15)
         assert [j.id for j in await all_jobs(run)] == [made.id]
     assert "Reminder: stand up." in sent[1].text
+    run_request = fake_openai.chat_requests[0].body
+    assert "cronjob" not in {t["function"]["name"] for t in run_request.get("tools", [])}  # not even offered
     (result,) = tool_results(fake_openai)
-    assert result.startswith("Error: Scheduled jobs are not available in this conversation")
+    assert result.startswith("Error: there is no tool named 'cronjob'")  # a model that calls it anyway
