@@ -38,6 +38,8 @@ class LoadedConfig:
     config_file: Path
     #: the reference's names config.yaml used for our settings (``doctor`` names them)
     aliases_used: tuple[ReferenceAlias, ...] = ()
+    #: $HERMES_HOME/.env alone, as read at load (its names are secrets a tool's child never gets)
+    dotenv: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     @property
     def db_path(self) -> Path:
@@ -124,7 +126,8 @@ def load_config(home: Path | None = None, environ: Mapping[str, str] | None = No
     config_file = home / "config.yaml"
     tree = _read_yaml(config_file)
     aliases = apply_aliases(tree, str(config_file))
-    env = {**read_dotenv(home / ".env"), **environ}
+    dotenv = read_dotenv(home / ".env")
+    env = {**dotenv, **environ}
     overridden = _apply_env(tree, env)
     try:
         settings = Settings.model_validate(tree)
@@ -136,4 +139,5 @@ def load_config(home: Path | None = None, environ: Mapping[str, str] | None = No
         written_as = {a.our_key: a.reference_key for a in aliases}
         raise ConfigError(describe(exc, Settings, source, written_as)) from None
     mcp_specs(settings.mcp_servers, env)  # a ${NAME} that is not set refuses the config now, not at start
-    return LoadedConfig(home=home, settings=settings, env=env, config_file=config_file, aliases_used=aliases)
+    return LoadedConfig(home=home, settings=settings, env=env, config_file=config_file, aliases_used=aliases,
+                        dotenv=dotenv)

@@ -13,7 +13,7 @@ from core.tools import Tool, ToolRegistry, builtin_tools, unavailable_tool
 from core.tools.files import FilesSettings, file_tools
 from core.tools.terminal import TerminalSettings, terminal_settings, terminal_tool
 from core.tools.web import HEADER_ROOM, WebSettings, web_search_unavailable_reason, web_tools
-from gateway.config import LoadedConfig, read_dotenv
+from gateway.config import LoadedConfig
 
 __all__ = ["files_settings", "terminal_config", "tool_registry", "web_settings"]
 
@@ -31,7 +31,7 @@ def terminal_config(config: LoadedConfig) -> TerminalSettings:
     # The command's head and tail must survive the registry's cap, or its tail (the error) is cut again.
     output_kb = max(1, min(t.max_output_kb, config.settings.agent.max_tool_result_kb - _RESULT_FRAME_KB))
     return terminal_settings(config.home, cwd=t.cwd, timeout=t.timeout, pass_env=t.pass_env,
-                             max_output_kb=output_kb, dotenv=read_dotenv(config.home / ".env"))
+                             max_output_kb=output_kb, dotenv=config.dotenv)
 
 
 def web_settings(config: LoadedConfig) -> WebSettings:

@@ -18,23 +18,18 @@ import asyncio
 import base64
 import io
 import json
-import os
 import subprocess
-import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 
 from PIL import Image
 
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
-from tests.gateway.conftest import free_port, write_config
 
-from ..conftest import daemon_config, rows, telegram_config
+from .._telegram_process import WAIT, telegram_daemon, until
+from ..conftest import rows
 
-ROOT = Path(__file__).resolve().parents[3]
-WAIT = 30.0
 ANSWER = "Here are your three files."
 CSV = b"a,b\n1,2\n"
 TXT = b"the third file\n"
@@ -46,35 +41,8 @@ def png() -> bytes:
     return out.getvalue()
 
 
-@asynccontextmanager
-async def daemon(home: Path, fake: FakeTelegram, model: FakeOpenAI) -> AsyncIterator[subprocess.Popen[bytes]]:
-    cfg = daemon_config(model.base_url, free_port(), "telegram", telegram_config(fake, streaming=False),
-                        {"agent": {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0},
-                         "storage": {"synchronous": "FULL"}})
-    write_config(home, cfg, {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"])})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "API_SERVER", "TELEGRAM_"))}
-    env.update(HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
-    log = open(home / "daemon.log", "ab")  # closed below, after the process
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            await asyncio.to_thread(proc.wait, 30)
-        log.close()
-
-
-async def until(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes]) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT
-    while not check():
-        if proc.poll() is not None:
-            raise AssertionError(f"the daemon exited ({proc.returncode}) while waiting for {what}")
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
+def daemon(home: Path, fake: FakeTelegram, model: FakeOpenAI) -> AbstractAsyncContextManager[subprocess.Popen[bytes]]:
+    return telegram_daemon(home, fake, model, telegram={"streaming": False})
 
 
 def ledger(db: Path) -> list[tuple[str, int, int]]:

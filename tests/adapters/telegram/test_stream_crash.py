@@ -9,23 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 from gateway.routing.delivery import INTERRUPTED_NOTE, RECOVERED_PREFIX
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
-from tests.gateway.conftest import free_port, write_config
 
-from ..conftest import daemon_config, rows, telegram_config
+from .._telegram_process import telegram_daemon, until
+from ..conftest import rows
 
-ROOT = Path(__file__).resolve().parents[3]
-WAIT = 30.0
 STREAMING = {"min_chars": 10, "first_delay": 0.2, "edit_interval": 0.25}
 
 
@@ -34,36 +29,8 @@ def ledger(db: Path) -> list[tuple[str, list[str]]]:
             for status, ids in rows(db, "SELECT status, message_ids FROM gateway_outbound ORDER BY id")]
 
 
-@asynccontextmanager
-async def daemon(home: Path, fake: FakeTelegram, model: FakeOpenAI) -> AsyncIterator[subprocess.Popen[bytes]]:
-    cfg = daemon_config(model.base_url, free_port(), "telegram",
-                        telegram_config(fake, require_mention=False),
-                        {"agent": {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0},
-                         "streaming": STREAMING, "storage": {"synchronous": "FULL"}})
-    write_config(home, cfg, {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"])})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "API_SERVER", "TELEGRAM_"))}
-    env.update(HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
-    log = open(home / "daemon.log", "wb")  # closed below, after the process
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            await asyncio.to_thread(proc.wait, 30)
-        log.close()
-
-
-async def until(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes] | None = None) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT
-    while not check():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the daemon exited ({proc.returncode}) while waiting for {what}")
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
+def daemon(home: Path, fake: FakeTelegram, model: FakeOpenAI) -> AbstractAsyncContextManager[subprocess.Popen[bytes]]:
+    return telegram_daemon(home, fake, model, telegram={"require_mention": False}, streaming=STREAMING)
 
 
 def bot_texts(fake: FakeTelegram, chat: Any) -> list[str]:

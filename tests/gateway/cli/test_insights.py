@@ -13,14 +13,14 @@ import pytest
 import yaml
 
 from storage import StateStore, WriterSettings
-from tests.gateway.cli.test_sessions_cli import ROOT, SCRIPT, TIMEOUT, Result, _env
+from tests.gateway._console import ROOT, SCRIPT, TIMEOUT, Result, console_env
 
 DAY = 86400.0
 PRICES = {"m-priced": {"input": 1.0, "output": 10.0, "cache_read": 0.1}}
 
 
 def insights(home: Path, *args: str) -> Result:
-    proc = subprocess.run([str(SCRIPT), "insights", *args], env=_env(home), stdin=subprocess.DEVNULL,
+    proc = subprocess.run([str(SCRIPT), "insights", *args], env=console_env(home), stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=TIMEOUT, cwd=ROOT)
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

@@ -19,7 +19,8 @@ import pytest
 
 from gateway.cli.picker import PickerState, decode_keys
 from storage import StateStore, WriterSettings
-from tests.gateway.cli.test_sessions_cli import ROOT, SCRIPT, TIMEOUT, _env, cli
+from tests.gateway._console import ROOT, SCRIPT, TIMEOUT, console_env
+from tests.gateway.cli.test_sessions_cli import cli
 
 AUTH = "20250305_091523_a1b2c3"
 OSLO = "20250306_101010_d4e5f6"
@@ -62,7 +63,7 @@ def browse_on_tty(home: Path, keys: str, *, then: bytes | None) -> tuple[int, st
     ``then`` shows up (the chat opened), leave the chat with Ctrl-D. The exit code and the screen."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 120, 0, 0))
-    proc = subprocess.Popen([str(SCRIPT), "sessions", "browse", "--standalone"], env=_env(home), cwd=ROOT,
+    proc = subprocess.Popen([str(SCRIPT), "sessions", "browse", "--standalone"], env=console_env(home), cwd=ROOT,
                             stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
     os.close(slave)
     seen = bytearray()

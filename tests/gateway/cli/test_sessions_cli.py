@@ -13,17 +13,13 @@ import stat
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from storage import StateStore, WriterSettings
+from tests.gateway._console import ROOT, SCRIPT, TIMEOUT, Result, console_env
 from tests.gateway.conftest import run_gateway
-
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = Path(sys.executable).parent / "hermes-gateway"
-TIMEOUT = 60
 
 # Seeded sessions: ids chosen so that "20250305_0915" is an ambiguous prefix.
 AUTH = "20250305_091523_a1b2c3d4"
@@ -35,25 +31,10 @@ OLD_CLI = "20240103_120000_0000cccc"
 DAY = 86400.0
 
 
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HERMES_", "API_SERVER", "GATEWAY_", "TELEGRAM_"))}
-    env["HERMES_HOME"] = str(home)
-    env["COLUMNS"] = "200"
-    # The code under test, not whatever checkout the console script was installed from (a worktree).
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    return env
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
 
 
 def cli(home: Path, *args: str, stdin: int | None = subprocess.DEVNULL) -> Result:
-    proc = subprocess.run([str(SCRIPT), "sessions", *args], env=_env(home), stdin=stdin, capture_output=True,
+    proc = subprocess.run([str(SCRIPT), "sessions", *args], env=console_env(home), stdin=stdin, capture_output=True,
                           text=True, timeout=TIMEOUT, cwd=ROOT)
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
@@ -61,7 +42,7 @@ def cli(home: Path, *args: str, stdin: int | None = subprocess.DEVNULL) -> Resul
 async def acli(home: Path, *args: str) -> Result:
     """For tests whose event loop must keep serving (a daemon in this process) meanwhile."""
     proc = await asyncio.create_subprocess_exec(
-        str(SCRIPT), "sessions", *args, env=_env(home), cwd=ROOT, stdin=subprocess.DEVNULL,
+        str(SCRIPT), "sessions", *args, env=console_env(home), cwd=ROOT, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
@@ -74,7 +55,7 @@ def cli_on_tty(home: Path, *args: str, answer: str | None = None) -> Result:
 
     ``err`` is what appeared on the terminal (prompts, errors, progress)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([str(SCRIPT), "sessions", *args], env=_env(home), cwd=ROOT, stdin=slave,
+    proc = subprocess.Popen([str(SCRIPT), "sessions", *args], env=console_env(home), cwd=ROOT, stdin=slave,
                             stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     seen = b""
@@ -245,7 +226,7 @@ asyncio.run(main())
 async def test_reads_work_while_another_process_holds_both_write_locks(home: Path) -> None:
     """Reads take neither the writer lock nor SQLite's write lock: they run beside a busy daemon."""
     holder = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _HOLD_LOCKS, str(home / "state.db"), cwd=ROOT, env={**_env(home), "PYTHONPATH": str(ROOT)},
+        sys.executable, "-c", _HOLD_LOCKS, str(home / "state.db"), cwd=ROOT, env={**console_env(home), "PYTHONPATH": str(ROOT)},
         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert holder.stdin is not None and holder.stdout is not None
     try:
@@ -272,7 +253,7 @@ def test_reads_after_a_crash_leave_the_database_and_its_wal_untouched(home: Path
     db = home / "state.db"
     wal = db.with_name("state.db-wal")
     crashed = subprocess.run([sys.executable, "-c", _CRASH_WITH_A_WAL, str(db), OLD_CLI], cwd=ROOT,
-                             env={**_env(home), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                             env={**console_env(home), "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
                              timeout=TIMEOUT)
     assert crashed.returncode == 0, crashed.stderr
     assert wal.exists() and wal.stat().st_size > 0
@@ -582,7 +563,7 @@ def test_export_to_a_reader_that_goes_away_stops_quietly(home: Path) -> None:
                 await store.append_message(OLD_CLI, "user", "x" * 256_000 + str(i))
 
     asyncio.run(grow())
-    proc = subprocess.Popen([str(SCRIPT), "sessions", "export", "-"], env=_env(home), cwd=ROOT,
+    proc = subprocess.Popen([str(SCRIPT), "sessions", "export", "-"], env=console_env(home), cwd=ROOT,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     assert proc.stdout.read(10)

@@ -5,43 +5,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.scheduler import JobOwner, JobSpec
 from tests.fakes.openai_server import FakeOpenAI
+from tests.gateway._console import ROOT, SCRIPT, TIMEOUT, Result, console_env
 
 from ._env import all_jobs, jobs, running, say
-
-ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = Path(sys.executable).parent / "hermes-gateway"
-TIMEOUT = 60
-
-
-def _env(home: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HERMES_", "API_SERVER", "GATEWAY_", "TELEGRAM_"))}
-    env["HERMES_HOME"] = str(home)
-    env["COLUMNS"] = "200"
-    # The code under test, not whatever checkout the console script was installed from (a worktree).
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    return env
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
 
 
 async def cron(home: Path, *args: str) -> Result:
     """The daemon runs in this event loop: the CLI must not block it."""
     proc = await asyncio.create_subprocess_exec(
-        str(SCRIPT), "cron", *args, env=_env(home), cwd=ROOT, stdin=subprocess.DEVNULL,
+        str(SCRIPT), "cron", *args, env=console_env(home), cwd=ROOT, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
     assert proc.returncode is not None
@@ -90,7 +67,7 @@ async def test_add_list_pause_resume_run_remove_against_the_daemon(gateway_home:
 
 
 def cron_sync(home: Path, *args: str) -> Result:
-    proc = subprocess.run([str(SCRIPT), "cron", *args], env=_env(home), cwd=ROOT, stdin=subprocess.DEVNULL,
+    proc = subprocess.run([str(SCRIPT), "cron", *args], env=console_env(home), cwd=ROOT, stdin=subprocess.DEVNULL,
                           capture_output=True, text=True, timeout=TIMEOUT)
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

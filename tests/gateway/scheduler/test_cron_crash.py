@@ -9,24 +9,18 @@ was stored but before Telegram took it (the ledger's recovery sends it; the run 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
 from gateway.routing.delivery import RECOVERED_PREFIX
 from storage import CronJobRow, StateStore, cron
-from tests.adapters.conftest import daemon_config, rows, telegram_config
+from tests.adapters._telegram_process import telegram_daemon, until
+from tests.adapters.conftest import rows
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
-from tests.gateway.conftest import free_port, write_config
-
-ROOT = Path(__file__).resolve().parents[3]
-WAIT = 30.0
 
 
 async def seed_job(home: Path, chat_id: int, user_id: int) -> None:
@@ -42,35 +36,8 @@ async def seed_job(home: Path, chat_id: int, user_id: int) -> None:
         assert await store.write(lambda c: cron.insert(c, row))
 
 
-@asynccontextmanager
-async def daemon(home: Path, fake: FakeTelegram, model: FakeOpenAI) -> AsyncIterator[subprocess.Popen[bytes]]:
-    cfg = daemon_config(model.base_url, free_port(), "telegram", telegram_config(fake, require_mention=False),
-                        {"agent": {"auto_title": False, "memory_nudge_interval": 0, "skill_nudge_interval": 0},
-                         "storage": {"synchronous": "FULL"}, "cron": {"timezone": "UTC"}})
-    write_config(home, cfg, {"TELEGRAM_BOT_TOKEN": fake.token, "TELEGRAM_ALLOWED_USERS": str(fake.user["id"])})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "API_SERVER", "TELEGRAM_"))}
-    env.update(HERMES_HOME=str(home), PYTHONPATH=str(ROOT))  # this worktree's code, not the venv's checkout
-    log = open(home / "daemon.log", "ab")  # closed below, after the process
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            await asyncio.to_thread(proc.wait, 30)
-        log.close()
-
-
-async def until(check: Callable[[], bool], what: str, proc: subprocess.Popen[bytes] | None = None) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + WAIT
-    while not check():
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the daemon exited ({proc.returncode}) while waiting for {what}")
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
+def daemon(home: Path, fake: FakeTelegram, model: FakeOpenAI) -> AbstractAsyncContextManager[subprocess.Popen[bytes]]:
+    return telegram_daemon(home, fake, model, telegram={"require_mention": False}, cron={"timezone": "UTC"})
 
 
 def digests(fake: FakeTelegram, chat: Any) -> list[str]:
