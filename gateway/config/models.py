@@ -119,8 +119,11 @@ class StorageConfig(_Section):
 class AuthConfig(_Section):
     allowed_users: list[str] = Field(default_factory=list)
     allow_all_users: bool = False
+    #: the people who run this gateway: "123" (that id on every platform) or "telegram:123";
+    #: they approve pairings and tools' questions and may use the owner-only commands
+    owners: list[str] = Field(default_factory=list)
 
-    _split = field_validator("allowed_users", mode="before")(id_list)
+    _split = field_validator("allowed_users", "owners", mode="before")(id_list)
 
 
 class PlatformsConfig(_Section):

@@ -27,6 +27,7 @@ from gateway.routing.delivery import Delivery
 from gateway.routing.home_channels import HomeChannels
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
+from gateway.routing.owners import Owners
 from gateway.routing.resets import MemoryFlush
 from gateway.routing.router import Router
 from gateway.routing.services import Services
@@ -84,6 +85,7 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         approvals=Approvals(approvers=settings.tools.approvers, store=store),
         jobs=jobs,
         cron_ports=TurnCronPorts(),
+        owners=Owners(settings.auth.owners),
     )
     if memory_flush is None and default is not None:
         memory_flush = default.memory_flush

@@ -7,6 +7,7 @@ from gateway.routing.commands import Command, CommandContext, CommandRegistry, p
 from gateway.routing.delivery import Delivery
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
+from gateway.routing.owners import Owners
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.router import Router
 from gateway.routing.services import Compressor, Handoffs, Services
@@ -27,6 +28,7 @@ __all__ = [
     "Handoffs",
     "Lanes",
     "MemoryFlush",
+    "Owners",
     "PendingApproval",
     "Resets",
     "Router",

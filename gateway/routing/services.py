@@ -22,6 +22,7 @@ from gateway.routing.delivery import Delivery
 from gateway.routing.home_channels import HomeChannels
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
+from gateway.routing.owners import Owners
 from gateway.routing.session_index import SessionIndex
 from gateway.routing.session_key import SessionKeySettings
 from storage import StateStore
@@ -87,4 +88,6 @@ class Services:
     jobs: Any = None
     #: the ``cronjob`` tool's port per turn (None: the tool says scheduled jobs are not available)
     cron_ports: CronPorts | None = None
+    #: who owns this gateway (``auth.owners``, and owners recorded by pairing)
+    owners: Owners = field(default_factory=Owners)
     started_at: float = field(default_factory=time.time)
