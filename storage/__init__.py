@@ -12,7 +12,7 @@ Public surface, the only one other packages use:
   queued titles), ``ownership`` (which sessions a chat may see), ``inbound``
   (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``cron`` (scheduled jobs and their runs), ``home_channels``,
   ``attachments`` (the files that came with messages), ``approvals`` (what was approved
-  "always" in a session).
+  "always" in a session), ``settings`` (settings changed at run time: per session, global).
 - ``MediaStore``: those files' bytes, content-addressed under
   ``$HERMES_HOME/media/``; ``retention_plan``: which of them media retention removes.
 - The rows they return, the schema version, id and title helpers, and the
@@ -90,6 +90,7 @@ from .sqlite import (
     read_holder_pid,
     sanitize_fts5_query,
     search,
+    settings,
     usage,
 )
 
@@ -159,6 +160,7 @@ __all__ = [
     "retention_plan",
     "sanitize_fts5_query",
     "search",
+    "settings",
     "split_lineage_title",
     "usage",
 ]

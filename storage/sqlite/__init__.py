@@ -14,7 +14,7 @@ By job:
   ``_fts``: sessions and messages; ``_prune``: what a prune deletes and
   which ended sessions it keeps for a lineage; ``_usage``: token usage over time.
 - ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``, ``_cron``,
-  ``_home_channels``, ``_attachments``, ``_approvals``: the gateway's tables.
+  ``_home_channels``, ``_attachments``, ``_approvals``, ``_settings``: the gateway's tables.
 
 Every function of a connection runs inside whatever transaction the caller
 opened (``StateStore.write`` gives it the writer's), so callers compose them
@@ -34,6 +34,7 @@ from . import _outbound as outbound
 from . import _ownership as ownership
 from . import _queries as queries
 from . import _search as search
+from . import _settings as settings
 from . import _usage as usage
 from ._connection import open_readonly_connection, quick_check
 from ._fts import sanitize_fts5_query
@@ -76,5 +77,6 @@ __all__ = [
     "read_holder_pid",
     "sanitize_fts5_query",
     "search",
+    "settings",
     "usage",
 ]

@@ -299,4 +299,29 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             "WHERE status = 'running'",
         ),
     ),
+    Migration(
+        11,
+        "settings a chat or an owner changes at run time: per session (its model, ...) and global",
+        (
+            # name -> value (text; JSON where a setting needs structure). A session's settings
+            # go with it: a new session (/new) starts with none.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_session_settings (
+                session_id TEXT NOT NULL,
+                name TEXT NOT NULL,
+                value TEXT NOT NULL,
+                updated_at REAL NOT NULL,
+                PRIMARY KEY (session_id, name)
+            ) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS gateway_settings (
+                name TEXT PRIMARY KEY,
+                value TEXT NOT NULL,
+                updated_by TEXT,
+                updated_at REAL NOT NULL
+            )
+            """,
+        ),
+    ),
 )

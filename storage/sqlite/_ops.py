@@ -262,6 +262,7 @@ def _delete_sessions(conn: sqlite3.Connection, ids: list[str]) -> int:
         conn.execute(f"UPDATE sessions SET parent_session_id = NULL WHERE parent_session_id IN ({marks})", chunk)
         # A message's files go with it; their bytes, outside the transaction, go with MediaStore.sweep.
         delete_for_sessions(conn, chunk)
+        conn.execute(f"DELETE FROM gateway_session_settings WHERE session_id IN ({marks})", chunk)
         conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", chunk)
         deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk).rowcount
     return deleted

@@ -200,3 +200,27 @@ def test_quick_check_of_a_file_that_is_no_database(tmp_path: Path) -> None:
     junk.write_bytes(b"not a database at all" * 100)
     with pytest.raises(StorageError, match="not a database"):
         quick_check(junk)
+
+
+def test_session_settings_are_set_replaced_removed_and_go_with_their_session(tmp_path: Path) -> None:
+    import asyncio
+    from functools import partial
+
+    from storage import StateStore, ops, settings
+
+    async def main() -> None:
+        async with StateStore(tmp_path / "state.db") as store:
+            await store.create_session("s1", "telegram")
+            await store.write(partial(settings.set_session, session_id="s1", name="model", value="a", now=1.0))
+            await store.write(partial(settings.set_session, session_id="s1", name="model", value="b", now=2.0))
+            await store.write(partial(settings.set_session, session_id="s1", name="reasoning", value="on", now=2.0))
+            assert await store.read(partial(settings.session_settings, session_id="s1")) == {
+                "model": "b", "reasoning": "on"}
+            await store.write(partial(settings.set_session, session_id="s1", name="reasoning", value=None, now=3.0))
+            assert await store.read(partial(settings.get_session, session_id="s1", name="reasoning")) is None
+            await store.write(partial(settings.set_global, name="model", value="m", updated_by="telegram:1", now=1.0))
+            assert await store.read(partial(settings.get_global, name="model")) == "m"
+            await store.write(partial(ops.delete_session, session_id="s1"))
+            assert await store.read(partial(settings.session_settings, session_id="s1")) == {}
+
+    asyncio.run(main())
