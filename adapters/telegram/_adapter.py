@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from aiohttp import web
+from telegram import BotCommand
 
 from .._split import split_text
 from ..approvals import ApprovalPrompt
-from ..base import Adapter, ChatInfo, ChatType, OutboundMessage, ReplyStream, SendResult
+from ..base import Adapter, AdapterError, ChatInfo, ChatType, OutboundMessage, ReplyStream, SendResult
+from ..commands import TELEGRAM_MENU, MenuCommand
 from ..media import Attachment, OutboundFile
 from ._approvals import ApprovalButtons
 from ._client import BotConnection
@@ -56,6 +58,9 @@ class TelegramAdapter(Adapter):
     #: how long the parts of an album are waited for after the last one came (seconds)
     media_group_window: float = 0.8
     max_upload_bytes = 50 * MIB  # the Bot API's upload limit (a local Bot API server takes more)
+
+    #: the bot's command menu (``setMyCommands``): ``adapters.commands.CommandMenu``
+    menu_rules = TELEGRAM_MENU
 
     def __init__(self, settings: TelegramSettings) -> None:
         super().__init__()
@@ -179,6 +184,13 @@ class TelegramAdapter(Adapter):
     async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
         """The question edited into its outcome, its buttons gone."""
         await self._buttons.settle(target, message_id, outcome)
+
+    async def set_command_menu(self, commands: Sequence[MenuCommand]) -> None:
+        """``setMyCommands`` for the default scope: the menu every chat shows."""
+        bot = self._connection.bot
+        if bot is None:
+            raise AdapterError("telegram is not connected")
+        await bot.set_my_commands([BotCommand(c.name, c.description) for c in commands])
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
         await self._sender.send_typing(chat_id, thread_id)

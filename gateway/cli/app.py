@@ -71,8 +71,9 @@ def run(home: HomeOption = None) -> None:
         typer.echo(f"hermes-gateway: configuration error: {exc}", err=True)
         raise typer.Exit(EX_CONFIG) from None
     configure_logging(config.settings.logging.level, config.settings.logging.format)
+    gateway = Gateway(config)
     try:
-        asyncio.run(Gateway(config).run())
+        asyncio.run(gateway.run())
     except ConfigError as exc:
         typer.echo(f"hermes-gateway: configuration error: {exc}", err=True)
         raise typer.Exit(EX_CONFIG) from None
@@ -81,6 +82,10 @@ def run(home: HomeOption = None) -> None:
         raise typer.Exit(EX_CONFIG) from None
     except KeyboardInterrupt:
         pass
+    if gateway.restart_requested:  # /restart: drained and stopped like SIGTERM's stop, now back
+        from gateway.daemon.reexec import come_back
+
+        come_back()
 
 
 @app.command()

@@ -7,27 +7,35 @@
 - ``tools``: /tools
 - ``approvals``: /approve, /deny (the answers to a tool's approval question)
 - ``cron``: /cron (scheduled jobs); ``cron_tool``: the agent's ``cronjob`` tool's port per turn
+- ``identity``: /whoami, /restart
+- ``skills``: the installed skills as ``/<skill-name>`` commands (``SkillCommands``);
+  ``native``: the commands registered in the platforms' own menus
 """
 
 from gateway.commands.approvals import register_approval_commands
 from gateway.commands.builtin import register_builtin_commands
 from gateway.commands.cron import JOBS_OFF, chat_owner, job_json, job_zone, local_time, register_cron_commands
 from gateway.commands.cron_tool import TurnCronPorts, TurnJobs
+from gateway.commands.identity import register_identity_commands
 from gateway.commands.misc import register_misc_commands
 from gateway.commands.sessions import register_session_commands
+from gateway.commands.skills import SkillCommands, command_name, skill_clashes
 from gateway.commands.tools import register_tools_commands, render_tools, tools_report
 from gateway.routing.commands import CommandRegistry
 
 __all__ = [
     "JOBS_OFF",
+    "SkillCommands",
     "TurnCronPorts",
     "TurnJobs",
     "chat_owner",
+    "command_name",
     "job_json",
     "job_zone",
     "local_time",
     "register_all_commands",
     "render_tools",
+    "skill_clashes",
     "tools_report",
 ]
 
@@ -39,3 +47,4 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_tools_commands(registry)
     register_approval_commands(registry)
     register_cron_commands(registry)
+    register_identity_commands(registry)

@@ -9,7 +9,11 @@ from gateway.scheduler import JobOwner, jobs_of
 
 
 async def _help(ctx: CommandContext) -> str:
-    return ctx.commands.help_text()
+    skills = ctx.services.skill_commands
+    if skills is None:
+        return ctx.commands.help_text()
+    await skills.refresh()  # a skill installed since the last look is listed (and callable) at once
+    return ctx.commands.help_text(skills.help_lines())
 
 
 def _ago(seconds: float) -> str:

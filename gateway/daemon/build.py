@@ -8,12 +8,14 @@ part after this function returns.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from adapters.base import Adapter
 from core.llm import ModelClient
 from core.tools.mcp import McpManager
-from gateway.commands import TurnCronPorts, register_all_commands
+from gateway.commands import SkillCommands, TurnCronPorts, register_all_commands
+from gateway.commands.native import NativeMenus
 from gateway.config import LoadedConfig, mcp_specs
 from gateway.daemon.agents import DefaultAgents
 from gateway.daemon.settings import key_settings
@@ -29,6 +31,7 @@ from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.owners import Owners
 from gateway.routing.resets import MemoryFlush
+from gateway.routing.restart import RestartSwitch
 from gateway.routing.router import Router
 from gateway.routing.services import Services
 from gateway.routing.session_index import SessionIndex
@@ -51,14 +54,19 @@ class Runtime:
     agents: AgentMaker
     #: runs the scheduled jobs (None: cron.enabled is off); started and stopped by the daemon
     scheduler: Scheduler | None = None
+    #: the commands in the platforms' own menus (set as each adapter connects)
+    menus: NativeMenus | None = None
 
 
 def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, Adapter], agents: AgentMaker,
                   metrics: GatewayMetrics, *, memory_flush: MemoryFlush | None = None,
-                  clock: Clock | None = None) -> Runtime:
+                  clock: Clock | None = None, request_stop: Callable[[], None] | None = None) -> Runtime:
+    """``request_stop``: how /restart stops this run (None: it cannot, as in tests without a daemon)."""
     settings = config.settings
     commands = CommandRegistry()
     register_all_commands(commands)
+    skills = SkillCommands(config.home, commands, frozenset(n for n, v in config.env.items() if v))
+    skills.scan()  # the start's one look (off no loop yet); later ones run on a thread
     default = agents if isinstance(agents, DefaultAgents) else None
     # One store of files for the daemon: what a turn holds, a sweep must see (storage.MediaStore).
     blobs = MediaStore(config.home / "media")
@@ -86,6 +94,8 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         jobs=jobs,
         cron_ports=TurnCronPorts(),
         owners=Owners(settings.auth.owners),
+        skill_commands=skills,
+        restart=RestartSwitch(store, request_stop) if request_stop is not None else None,
     )
     if memory_flush is None and default is not None:
         memory_flush = default.memory_flush
@@ -99,7 +109,8 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         runs = RunStarter(services, agents, max_failures=settings.cron.max_failures)
         scheduler = Scheduler(jobs, runs, store, clock=clock, max_concurrent=settings.cron.max_concurrent,
                               metrics=metrics)
-    return Runtime(services, authorizer, commands, turns, handoffs, router, agents, scheduler)
+    menus = NativeMenus(commands, skills, adapters)
+    return Runtime(services, authorizer, commands, turns, handoffs, router, agents, scheduler, menus)
 
 
 def _mcp_manager(config: LoadedConfig) -> McpManager | None:

@@ -37,6 +37,7 @@ from gateway.http import HttpServer, add_health_routes, start_http_server
 from gateway.logs import register_secrets
 from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.resets import MemoryFlush, Resets
+from gateway.routing.restart import announce_back
 from gateway.routing.router import Router
 from gateway.routing.services import Services
 from gateway.routing.turns import AgentMaker
@@ -95,6 +96,12 @@ class Gateway:
         self._stop.set()
 
     @property
+    def restart_requested(self) -> bool:
+        """This run stopped (or is stopping) for /restart: the caller brings the process back."""
+        services = self.services
+        return services is not None and services.restart is not None and services.restart.requested
+
+    @property
     def stopping(self) -> bool:
         return self._stop.is_set()
 
@@ -127,7 +134,8 @@ class Gateway:
                 log.warning("model.not_configured", hint="set model.base_url and model.default in config.yaml")
             agents = self.agent_maker(client)
             runtime = build_runtime(self.config, store, adapters, agents, self.metrics,
-                                    memory_flush=self.memory_flush, clock=self.cron_clock)
+                                    memory_flush=self.memory_flush, clock=self.cron_clock,
+                                    request_stop=self.request_stop)
             self.runtime = runtime
             runtime.authorizer.warn_if_closed()
             if runtime.services.mcp is not None:
@@ -145,6 +153,8 @@ class Gateway:
             await control.start()
             await self._serve(adapters, runtime)
         finally:
+            if self.runtime is not None and self.runtime.menus is not None:
+                await self.runtime.menus.aclose()
             if self.runtime is not None and self.runtime.scheduler is not None:
                 await self.runtime.scheduler.stop()  # a run stopped here is retried once at the next start
             if control is not None:
@@ -264,6 +274,12 @@ class Gateway:
             await services.delivery.recover(name, minutes * 60)
         except Exception:
             log.exception("delivery.recovery_failed", adapter=name)
+        try:  # a /restart asked in a chat of this platform: "back", once
+            await announce_back(services.store, services.delivery, name)
+        except Exception:
+            log.exception("restart.back_failed", adapter=name)
+        if self.runtime is not None and self.runtime.menus is not None:
+            await self.runtime.menus.register(name)
 
     async def _sweeper(self, services: Services, resets: Resets) -> None:
         interval = self.config.settings.gateway.sweep_interval_seconds

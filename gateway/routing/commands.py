@@ -7,7 +7,7 @@ Commands behave the same on every platform; the router hands them a
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from adapters.base import InboundMessage
@@ -54,6 +54,8 @@ class Command:
     immediate: bool = False
     aliases: tuple[str, ...] = ()
     usage: str = ""
+    #: for the gateway's owners only (the handler refuses others; /whoami lists it to owners)
+    owner_only: bool = False
 
 
 @dataclass
@@ -76,9 +78,13 @@ class CommandRegistry:
     def all(self) -> list[Command]:
         return list(self._commands.values())
 
-    def help_text(self) -> str:
+    def help_text(self, skills: Sequence[tuple[str, str]] = ()) -> str:
+        """The commands, then ``skills`` (command, description): the installed skills' commands."""
         lines = ["Commands:"]
         for cmd in self._commands.values():
             usage = f" {cmd.usage}" if cmd.usage else ""
             lines.append(f"/{cmd.name}{usage} — {cmd.help}")
+        if skills:
+            lines += ["", "Skills (/<skill> [what you want done]):"]
+            lines += [f"/{name} — {' '.join(description.split())[:120]}" for name, description in skills]
         return "\n".join(lines)

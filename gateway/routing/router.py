@@ -28,7 +28,7 @@ from gateway.logs import redact
 from gateway.routing.auth import Authorizer
 from gateway.routing.commands import CommandContext, CommandRegistry, parse_command
 from gateway.routing.lanes import Job
-from gateway.routing.services import Handoffs, Services
+from gateway.routing.services import Handoffs, Services, SkillCall
 from gateway.routing.session_key import build_session_key
 from gateway.routing.turns import Turns
 
@@ -178,8 +178,14 @@ class Router:
         if parsed is not None:
             command = self._commands.get(parsed.name)
             if command is None:
-                await self._notice(msg, f"Unknown command /{parsed.name}. Send /help for the list.")
-                return Disposition.ANSWERED
+                skill = await self._skill_call(parsed.name, parsed.args)
+                if skill is None:
+                    await self._notice(msg, f"Unknown command /{parsed.name}. Send /help for the list.")
+                    return Disposition.ANSWERED
+                if skill.text is None:
+                    await self._notice(msg, skill.reply or f"/{parsed.name} cannot run now.")
+                    return Disposition.ANSWERED
+                return await self._turn(msg, key, skill.text, claim)
             ctx = CommandContext(msg, key, parsed.args, self.services, self._commands, self._handoffs)
             if command.immediate:
                 await self._run_command(ctx, command.handler)
@@ -187,6 +193,14 @@ class Router:
             if await self._refused_during_handoff(msg, key, claim):
                 return Disposition.ANSWERED
             return await self._enqueue(msg, key, lambda: self._run_command(ctx, command.handler), claim)
+        return await self._turn(msg, key, text, claim)
+
+    async def _skill_call(self, name: str, args: str) -> SkillCall | None:
+        """``/name args`` as an installed skill's call (``Services.skill_commands``), if it is one."""
+        skills = self.services.skill_commands
+        return None if skills is None else await skills.call(name, args)
+
+    async def _turn(self, msg: InboundMessage, key: str, text: str, claim: _Claim) -> Disposition:
         if await self._refused_during_handoff(msg, key, claim):
             return Disposition.ANSWERED
 

@@ -23,6 +23,7 @@ from gateway.routing.home_channels import HomeChannels
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.owners import Owners
+from gateway.routing.restart import RestartSwitch
 from gateway.routing.session_index import SessionIndex
 from gateway.routing.session_key import SessionKeySettings
 from storage import StateStore
@@ -58,6 +59,27 @@ class CronPorts(Protocol):
 
 
 @dataclass(frozen=True)
+class SkillCall:
+    """What ``/<skill-name> args`` comes to: the turn's text, or a reply instead (the skill is gone)."""
+
+    text: str | None = None
+    reply: str | None = None
+
+
+class SkillCommandsPort(Protocol):
+    """The installed skills as commands (``gateway.commands.skills.SkillCommands``)."""
+
+    async def call(self, name: str, args: str) -> SkillCall | None:
+        """``/name args`` as a skill's call; None when ``name`` is no skill's command."""
+
+    def help_lines(self) -> list[tuple[str, str]]:
+        """(command, description) of every skill's command, for /help."""
+
+    async def refresh(self) -> None:
+        """Look at the skills folder again (a skill installed or removed since)."""
+
+
+@dataclass(frozen=True)
 class Services:
     config: LoadedConfig
     store: StateStore
@@ -90,4 +112,8 @@ class Services:
     cron_ports: CronPorts | None = None
     #: who owns this gateway (``auth.owners``, and owners recorded by pairing)
     owners: Owners = field(default_factory=Owners)
+    #: the installed skills as ``/<skill-name>`` commands (None: none, as in tests without a home)
+    skill_commands: SkillCommandsPort | None = None
+    #: /restart's switch (``gateway.routing.restart``); None: this run cannot restart itself
+    restart: RestartSwitch | None = None
     started_at: float = field(default_factory=time.time)

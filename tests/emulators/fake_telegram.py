@@ -86,6 +86,7 @@ import aiohttp
 from aiohttp import web
 
 from ._telegram_buttons import Buttons
+from ._telegram_commands import CommandMenu
 from ._telegram_files import TelegramFiles
 from ._telegram_uploads import Uploads
 
@@ -611,6 +612,8 @@ class FakeTelegram(TelegramFiles):
         #: Inline keyboards and their presses (``_telegram_buttons``).
         self.buttons = Buttons(self)
         self.buttons.install()
+        self.command_menu = CommandMenu(self)  # setMyCommands' limit of 100 and its calls (``_telegram_commands``)
+        self.command_menu.install()
 
         #: The default user (``user_says`` without ``user=``); its private chat exists.
         self.user = self.add_user("Alice", username="alice")
