@@ -43,6 +43,12 @@ async def _restart(ctx: CommandContext) -> str | None:
         return NOT_OWNER
     if s.restart is None:
         return "This gateway cannot restart itself from a chat: it does not run as the daemon."
+    if m.timestamp < int(s.started_at):
+        # Sent before this process started (a redelivery of the /restart that started it, or one sent
+        # while it was down): the restart it asked for has happened. Never a second one from it.
+        # (Whole seconds: some platforms date their messages so; one in the second of the start counts.)
+        return ("♻️ The gateway has started since you sent that /restart, so it is not restarted again. "
+                "Send /restart once more if you still want a restart.")
     notice = RestartNotice(m.platform, m.chat_id, m.thread_id, m.message_id, time.time(), m.user_id)
     if not await s.restart.request(notice):
         return "♻️ A restart is already under way; I'll say here when I'm back."
