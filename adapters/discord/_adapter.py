@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 import discord
 import structlog
@@ -43,6 +43,7 @@ from ..base import (
     ReplyStream,
     SendResult,
 )
+from ..commands import DISCORD_MENU, MenuCommand
 from ..media import Attachment, OutboundFile
 from ..settings import reveal
 from ._approvals import ApprovalButtons
@@ -53,6 +54,7 @@ from ._media import CDN_HOSTS
 from ._outbound import Sender
 from ._ratelimit import RateWindows
 from ._settings import DiscordSettings
+from ._slash import SlashCommands
 from ._stream import DiscordStream
 from ._upload import FileSender
 from ._watchdog import HeartbeatWatchdog
@@ -89,6 +91,8 @@ class DiscordAdapter(Adapter):
     max_message_length = 2000
     supports_recovery = True
     threads_are_chats = True
+    #: the application's slash commands: ``adapters.commands.CommandMenu``
+    menu_rules = DISCORD_MENU
     max_upload_bytes = 10 * MIB
 
     def __init__(self, settings: DiscordSettings) -> None:
@@ -102,6 +106,7 @@ class DiscordAdapter(Adapter):
                                     interaction=self._on_interaction)
         self._sender = Sender(settings, lambda: self._client)
         self._approvals = ApprovalButtons(self._sender, self.dispatch)
+        self._slash = SlashCommands(self.dispatch)
         self._intake = MessageIntake(settings, lambda: self._client, self.dispatch, self._sender.expect_thread)
         self._watchdog = HeartbeatWatchdog(settings, self.ready, self._health)
         self._windows = RateWindows()
@@ -181,8 +186,8 @@ class DiscordAdapter(Adapter):
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(client.close(), STOP_WAIT)
         await self._intake.stop(STOP_WAIT)
-        if self._approvals.pending:
-            await asyncio.wait(self._approvals.pending, timeout=STOP_WAIT)
+        if pending := self._approvals.pending | self._slash.pending:
+            await asyncio.wait(pending, timeout=STOP_WAIT)
         await self._files.close()
         if self.health != "failed":
             self._health.set("degraded", "stopped")
@@ -223,6 +228,12 @@ class DiscordAdapter(Adapter):
 
     def _on_interaction(self, data: object) -> None:
         self._approvals.take(data, self._client)
+        self._slash.take(data, self._client)
+
+    async def set_command_menu(self, commands: Sequence[MenuCommand]) -> None:
+        """The application's global commands (a bulk overwrite); an invocation comes back as the typed
+        command (``_slash``)."""
+        await self._slash.set_menu(self._client, commands)
 
     # ------------------------------------------------------------------ media
 

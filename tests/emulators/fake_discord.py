@@ -83,6 +83,7 @@ from aiohttp import WSMsgType, web
 
 from ._base import FakeServer
 from ._discord_cdn import IS_VOICE_MESSAGE, MAX_ATTACHMENTS, DiscordCDN, DiscordFile
+from ._discord_commands import AppCommands
 from ._discord_interactions import DiscordFormError, InteractionMethods, Press, check_components
 from ._discord_uploads import MAX_NONCE, NonceBook, Upload, read_multipart
 
@@ -191,6 +192,7 @@ class FakeDiscord(InteractionMethods, FakeServer):
         #: the enforced nonces of the bot's creates (``window``: how long one is remembered)
         self.nonces = NonceBook()
         self._press_records: dict[str, Press] = {}
+        self.app_commands = AppCommands(self)  # slash commands: bulk overwrite, invocations (``_discord_commands``)
 
     # ------------------------------------------------------------------ ids and data
 
@@ -282,6 +284,7 @@ class FakeDiscord(InteractionMethods, FakeServer):
         app.router.add_get("/gateway-resume", self._gateway)
         self.cdn.add_routes(app)
         self.add_interaction_routes(app)
+        self.app_commands.add_routes(app)
         r = "/api/v10"
         routes = [
             ("GET", "/users/@me", "get_user", self._get_me),

@@ -1,0 +1,146 @@
+"""Slash commands on Discord: the gateway's commands as the application's commands, and an invocation
+back in as the command typed.
+
+**Out.** ``set_menu`` replaces the application's global commands with the list the gateway gives
+(``PUT /applications/{id}/commands``, a bulk overwrite: what is not in it is deleted). Each is a
+CHAT_INPUT command with one optional string option, ``args`` (what follows the command when typed).
+
+**In.** An invocation is a gateway ``INTERACTION_CREATE`` of type 2 (APPLICATION_COMMAND). ``take``
+answers it at once with type 4 (CHANNEL_MESSAGE_WITH_SOURCE) showing the command as typed (Discord
+wants an answer within 3 s), then dispatches an ``InboundMessage`` from the invoker whose text is
+``/name args``, in the interaction's channel or thread, ``dedupe_id`` ``interaction:<id>``. The
+router then treats it as a typed command; the answer comes as an ordinary message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import discord
+import structlog
+from discord.http import Route
+
+from .._dispatch import ChatOrderedDispatch
+from .._text import clean_text
+from ..base import AdapterError, ChatType, InboundMessage, MessageHandler
+from ..commands import MenuCommand
+from ._approvals import DM, GROUP_DM, THREAD_TYPES, _cached_place, _mapping, _snowflake
+from ._inbound import PLATFORM
+
+__all__ = ["SlashCommands", "command_options", "invocation_to_inbound"]
+
+log = structlog.get_logger("hermes.discord")
+
+APPLICATION_COMMAND = 2
+CHANNEL_MESSAGE_WITH_SOURCE = 4
+CHAT_INPUT, STRING = 1, 3
+ARGS = "args"
+
+
+def command_options() -> list[dict[str, Any]]:
+    return [{"type": STRING, "name": ARGS, "description": "what you want done (optional)", "required": False}]
+
+
+def invocation_text(data: Mapping[str, Any]) -> str | None:
+    """``/name args`` of an APPLICATION_COMMAND payload's ``data``; None when it has no usable name."""
+    name = data.get("name")
+    if not isinstance(name, str) or not name or len(name) > 32:
+        return None
+    args = " ".join(str(o.get("value")) for o in data.get("options") or []
+                    if isinstance(o, Mapping) and o.get("type") == STRING and o.get("value") is not None)
+    return f"/{name} {args}".strip()
+
+
+def invocation_to_inbound(data: Any, cached: Any = None) -> InboundMessage | None:
+    """A slash command's interaction as the router's message; None when unreadable (or a group DM)."""
+    if not isinstance(data, Mapping) or data.get("type") != APPLICATION_COMMAND:
+        return None
+    text = invocation_text(_mapping(data.get("data")))
+    interaction_id = _snowflake(data.get("id"))
+    member = _mapping(data.get("member"))
+    user = _mapping(member.get("user")) or _mapping(data.get("user"))
+    user_id = _snowflake(user.get("id"))
+    channel = _mapping(data.get("channel"))
+    channel_id = _snowflake(data.get("channel_id")) or _snowflake(channel.get("id"))
+    if text is None or interaction_id is None or user_id is None or channel_id is None:
+        return None
+    kind = channel.get("type")
+    if kind == GROUP_DM:
+        return None
+    parent = _snowflake(channel.get("parent_id"))
+    thread_id: str | None = None
+    channel_name = channel.get("name")
+    if kind is None and cached is not None:
+        chat_type, chat_id, thread_id, channel_name = cached.chat_type, cached.chat_id, cached.thread_id, cached.name
+    elif kind in THREAD_TYPES and parent is not None:
+        chat_type, chat_id, thread_id = ChatType.THREAD, parent, channel_id
+    elif kind == DM or data.get("guild_id") is None:
+        chat_type, chat_id = ChatType.DM, channel_id
+    else:
+        chat_type, chat_id = ChatType.CHANNEL, channel_id
+    name = user.get("global_name") or user.get("username")
+    return InboundMessage(
+        platform=PLATFORM, chat_id=chat_id, chat_type=chat_type, user_id=user_id, text=clean_text(text),
+        message_id=None, thread_id=thread_id,  # no message of the person's: the answer replies to none
+        user_name=clean_text(name) if isinstance(name, str) else None,
+        chat_name=clean_text(channel_name) if isinstance(channel_name, str) else None,
+        dedupe_id=f"interaction:{interaction_id}", addressed=True,
+    )
+
+
+class SlashCommands:
+    def __init__(self, dispatch: MessageHandler) -> None:
+        self._dispatches = ChatOrderedDispatch(PLATFORM, dispatch)
+        self._acks: set[asyncio.Task[None]] = set()
+
+    @property
+    def pending(self) -> set[asyncio.Task[None]]:
+        return self._acks | self._dispatches.pending
+
+    async def set_menu(self, client: discord.Client | None, commands: Sequence[MenuCommand]) -> None:
+        if client is None or client.application_id is None:
+            raise AdapterError("discord is not connected")
+        body = [{"type": CHAT_INPUT, "name": c.name, "description": c.description, "options": command_options()}
+                for c in commands]
+        route = Route("PUT", "/applications/{application_id}/commands", application_id=client.application_id)
+        try:
+            await client.http.request(route, json=body)
+        except discord.HTTPException as exc:
+            raise AdapterError(f"Discord refused the commands ({exc.status}, code {exc.code}: "
+                               f"{exc.text or 'no detail'})") from None
+
+    def take(self, data: Any, client: discord.Client | None) -> None:
+        """An ``INTERACTION_CREATE`` payload (in discord.py's receive loop: it never waits)."""
+        if not isinstance(data, Mapping) or data.get("type") != APPLICATION_COMMAND:
+            return
+        interaction_id, token = _snowflake(data.get("id")), data.get("token")
+        if interaction_id is None or not isinstance(token, str) or not token or client is None:
+            log.warning("discord.interaction_malformed", id=str(data.get("id"))[:32])
+            return
+        task = asyncio.create_task(self._answer_then_dispatch(client, interaction_id, token, data),
+                                   name=f"discord:slash:{interaction_id}")
+        self._acks.add(task)
+        task.add_done_callback(self._acks.discard)
+
+    async def _answer_then_dispatch(self, client: discord.Client, interaction_id: str, token: str,
+                                    data: Mapping[str, Any]) -> None:
+        try:
+            inbound = invocation_to_inbound(data, _cached_place(client, data))
+        except Exception as exc:  # an odd payload must cost nothing but this invocation
+            log.warning("discord.interaction_malformed", interaction_id=interaction_id, error=type(exc).__name__)
+            inbound = None
+        shown = inbound.text if inbound is not None else "That command could not be read."
+        route = Route("POST", "/interactions/{interaction_id}/{interaction_token}/callback",
+                      interaction_id=int(interaction_id), interaction_token=token)
+        try:
+            await client.http.request(route, json={"type": CHANNEL_MESSAGE_WITH_SOURCE,
+                                                   "data": {"content": f"`{shown[:1990]}`",
+                                                            "allowed_mentions": {"parse": []}}})
+        except (discord.HTTPException, discord.RateLimited) as exc:
+            # Already answered (a RESUME replay) or too late: the router's dedupe knows a replay.
+            log.warning("discord.interaction_ack_failed", interaction_id=interaction_id,
+                        status=getattr(exc, "status", None), code=getattr(exc, "code", None))
+        if inbound is not None:
+            self._dispatches.schedule(inbound)
