@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 import typer
 
 from adapters.settings import PlatformSettings
+from gateway.cli.doctor_skills import skill_command_problems
 from gateway.cli.ops import FD_LIMIT_WARN, WAL_WARN_BYTES, HomeOption, _pid_alive
 from gateway.cli.service import (
     SYSTEM_UNIT_DIR,
@@ -218,6 +219,18 @@ def _check_open_files(home: Path, units: list[tuple[Path, bool]]) -> Check:
     return Check("open files", "ok", f"{who} may open {limit} files{in_use}")
 
 
+def _check_skill_commands(config: LoadedConfig) -> Check:
+    """A skill that clashes with a built-in command loses it; one a platform's menu refuses is left out there."""
+    p = config.settings.platforms
+    enabled = [k for k in type(p).model_fields
+               if isinstance(getattr(p, k), PlatformSettings) and getattr(p, k).active]
+    count, problems = skill_command_problems(config, enabled)
+    if not problems:
+        return Check("skill commands", "ok", f"{count} skill(s) callable as /<skill-name>")
+    return Check("skill commands", "warn", f"{count} skill(s) callable as /<skill-name>; " + "; ".join(problems),
+                 f"rename those skills (their folder and frontmatter name) under {config.home / 'skills'}")
+
+
 def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
     config_check, config = _check_config(home)
     checks = [config_check]
@@ -225,6 +238,7 @@ def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
     if config is not None:
         checks += _check_tokens(config)
         checks.append(_check_approvals(config))
+        checks.append(_check_skill_commands(config))
         for unit, system in units:
             if (found := _check_stop_timeout(config, unit, system)) is not None:
                 checks.append(found)
