@@ -62,7 +62,8 @@ class NativeMenus:
         self._registry = registry
         self._skills = skills
         self._adapters = adapters
-        self._refresh_seconds = refresh_seconds
+        #: the least time between two menu updates after a change of the skills
+        self.refresh_seconds = refresh_seconds
         self._last = 0.0
         self._pending: asyncio.Task[None] | None = None
         #: platform -> the menu last set there (what a test or /status may read)
@@ -104,7 +105,7 @@ class NativeMenus:
             self._pending = asyncio.get_running_loop().create_task(self._refresh(), name="command-menus")
 
     async def _refresh(self) -> None:
-        await asyncio.sleep(max(0.0, self._last + self._refresh_seconds - time.monotonic()))
+        await asyncio.sleep(max(0.0, self._last + self.refresh_seconds - time.monotonic()))
         for platform, adapter in self._adapters.items():
             if adapter.ready.is_set():
                 await self.register(platform)

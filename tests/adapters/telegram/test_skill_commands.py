@@ -102,6 +102,27 @@ async def test_skills_installed_and_removed_while_the_daemon_runs(
         assert "Unknown command /nothing_here" in await command(fake_telegram, "/nothing_here")
 
 
+async def test_the_menu_follows_skills_installed_while_the_daemon_runs(
+        tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram) -> None:
+    from ..conftest import run_telegram_gateway
+
+    home = tmp_path / "h"
+    old = write_skill(home, "weekly-report", "Write the weekly report")
+    async with run_telegram_gateway(home, fake_telegram, fake_openai.base_url) as gw:
+        assert "weekly_report" in [c["command"] for c in await menu_set(fake_telegram)]
+        menus = gw.gateway.runtime.menus if gw.gateway.runtime is not None else None
+        assert menus is not None and menus.refresh_seconds == 60.0
+        menus.refresh_seconds = 0.0  # the bound between updates, out of this test's way
+        shutil.rmtree(old)
+        write_skill(home, "standup", "Summarise yesterday")
+        await command(fake_telegram, "/help")  # the look that finds the change
+        names = [c["command"] for c in await menu_set(fake_telegram, calls=2)]
+        assert "standup" in names and "weekly_report" not in names
+        await command(fake_telegram, "/help")  # nothing changed: no third update
+        await command(fake_telegram, "/status")
+        assert len(fake_telegram.command_menu.calls) == 2
+
+
 async def test_more_than_a_hundred_skills_fill_the_menu_to_its_limit(
         tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram) -> None:
     from ..conftest import run_telegram_gateway
