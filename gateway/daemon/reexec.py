@@ -39,4 +39,8 @@ def come_back() -> NoReturn:
     log.info("restart.reexec", argv=argv)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, argv)
+    try:
+        os.execv(sys.executable, argv)
+    except OSError as exc:  # the interpreter went away (an upgrade): exit for a supervisor to start it
+        log.error("restart.reexec_failed", error=f"{type(exc).__name__}: {exc}")
+        raise SystemExit(EX_RESTART) from None

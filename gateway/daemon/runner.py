@@ -135,7 +135,8 @@ class Gateway:
             agents = self.agent_maker(client)
             runtime = build_runtime(self.config, store, adapters, agents, self.metrics,
                                     memory_flush=self.memory_flush, clock=self.cron_clock,
-                                    request_stop=self.request_stop)
+                                    # a standalone chat's gateway ends with its chat: it never restarts
+                                    request_stop=None if self.standalone else self.request_stop)
             self.runtime = runtime
             runtime.authorizer.warn_if_closed()
             if runtime.services.mcp is not None:

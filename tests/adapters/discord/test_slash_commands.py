@@ -60,8 +60,27 @@ async def test_skills_are_slash_commands_and_an_invocation_runs_the_skill(
         # a built-in through its slash command, without the option
         before = len([m for m in fake.sent if said(dm)(m)])
         await fake.app_commands.user_invokes("whoami")
-        sent = await fake.wait_sent(before + 2, timeout=WAIT, match=said(dm))
-        assert "Platform: discord" in sent[before + 1]["text"] and "Owner: no" in sent[before + 1]["text"]
+
+        def answered() -> bool:
+            shown = [m["text"] for m in fake.sent if said(dm)(m)][before:]
+            return "`/whoami`" in shown and any("Platform: discord" in t and "Owner: no" in t for t in shown)
+
+        await fake.wait_for(answered, WAIT, what="/whoami's answer")
+
+
+async def test_past_a_hundred_and_names_discord_refuses_are_left_out(
+        tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord) -> None:
+    home = tmp_path / "h"
+    for i in range(110):
+        write_skill(home, f"skill-{i:03d}", f"Skill number {i}")
+    write_skill(home, "b" * 33, "One character past Discord's 32")
+    async with run_discord_gateway(home, fake_discord, fake_openai.base_url) as gw:
+        commands = await registered(fake_discord)
+        assert len(commands) == 100 and [o["status"] for o in fake_discord.app_commands.overwrites] == [200]
+        assert gw.gateway.runtime is not None and gw.gateway.runtime.menus is not None
+        warnings = gw.gateway.runtime.menus.warnings["discord"]
+        assert any("b" * 33 in w and "1-32 characters of a-z, 0-9, - and _" in w for w in warnings)
+        assert any("/skill_109" in w and "at most 100" in w for w in warnings)
 
 
 async def test_the_emulator_checks_bulk_overwrites_as_discord_does(fake_discord: FakeDiscord) -> None:
