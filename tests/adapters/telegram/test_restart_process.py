@@ -122,5 +122,12 @@ async def test_under_systemd_the_daemon_exits_75_and_the_next_start_says_back(
         await fake.user_says("still here?")
         await until(lambda: "echo: still here?" in bot_texts(fake, uid), "an answer", proc)
         assert proc.poll() is None
+        proc.kill()  # a crash right after the restart (kill -9)
+        await asyncio.to_thread(proc.wait, 30)
+    # the next start neither restarts nor says "back" again: nothing of the request outlived its process
+    async with telegram_daemon(home, fake, fake_openai, auth={"owners": [str(uid)]}) as proc:
+        await fake.user_says("and now?")
+        await until(lambda: "echo: and now?" in bot_texts(fake, uid), "an answer after the crash", proc)
+        assert proc.poll() is None
     texts = bot_texts(fake, uid)
     assert sum(t.startswith(BACK) for t in texts) == 1 and sum(t.startswith(RESTARTING) for t in texts) == 1
