@@ -24,6 +24,7 @@ are defined here. This module exports them all::
     │   ├── ModelUnavailableError
     │   ├── ModelTimeoutError
     │   ├── ModelResponseError
+    │   │   └── ModelRejectedError      the server does not serve that model (/model falls back)
     │   └── ModelContextLengthError
     ├── CompressionError              core.errors
     ├── MediaProcessingError          core.media: a file's bytes could not be made readable
@@ -93,6 +94,7 @@ from core.errors import (
     ModelError,
     ModelNotConfiguredError,
     ModelRateLimitError,
+    ModelRejectedError,
     ModelResponseError,
     ModelTimeoutError,
     ModelUnavailableError,
@@ -261,6 +263,7 @@ _TABLE: tuple[tuple[type[BaseException], int, str, int, float | None], ...] = (
     (ModelRateLimitError, 429, "rate_limit_exceeded", EX_TEMPFAIL, 60.0),
     (ModelTimeoutError, 504, "upstream_timeout", EX_TEMPFAIL, None),
     (ModelContextLengthError, 400, "context_length_exceeded", 1, None),
+    (ModelRejectedError, 400, "model_not_found", 1, None),
     (ModelError, 502, "upstream_error", EX_UNAVAILABLE, None),
     (ConfigError, 503, "not_configured", EX_CONFIG, None),
     (LaneFullError, 429, "queue_full", EX_TEMPFAIL, 5.0),
@@ -372,6 +375,7 @@ __all__ = [
     "ModelError",
     "ModelNotConfiguredError",
     "ModelRateLimitError",
+    "ModelRejectedError",
     "ModelResponseError",
     "ModelTimeoutError",
     "ModelUnavailableError",

@@ -7,6 +7,7 @@
 - ``tools``: /tools
 - ``approvals``: /approve, /deny (the answers to a tool's approval question)
 - ``cron``: /cron (scheduled jobs); ``cron_tool``: the agent's ``cronjob`` tool's port per turn
+- ``models``: /model (and its menu's presses); ``usage``: /usage
 """
 
 from gateway.commands.approvals import register_approval_commands
@@ -14,8 +15,10 @@ from gateway.commands.builtin import register_builtin_commands
 from gateway.commands.cron import JOBS_OFF, chat_owner, job_json, job_zone, local_time, register_cron_commands
 from gateway.commands.cron_tool import TurnCronPorts, TurnJobs
 from gateway.commands.misc import register_misc_commands
+from gateway.commands.models import register_model_commands
 from gateway.commands.sessions import register_session_commands
 from gateway.commands.tools import register_tools_commands, render_tools, tools_report
+from gateway.commands.usage import describe_usage, register_usage_commands
 from gateway.routing.commands import CommandRegistry
 
 __all__ = [
@@ -23,6 +26,7 @@ __all__ = [
     "TurnCronPorts",
     "TurnJobs",
     "chat_owner",
+    "describe_usage",
     "job_json",
     "job_zone",
     "local_time",
@@ -39,3 +43,5 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_tools_commands(registry)
     register_approval_commands(registry)
     register_cron_commands(registry)
+    register_model_commands(registry)
+    register_usage_commands(registry)

@@ -22,6 +22,7 @@ from gateway.routing.delivery import Delivery
 from gateway.routing.home_channels import HomeChannels
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
+from gateway.routing.models import ModelPickers
 from gateway.routing.owners import Owners
 from gateway.routing.session_index import SessionIndex
 from gateway.routing.session_key import SessionKeySettings
@@ -90,4 +91,6 @@ class Services:
     cron_ports: CronPorts | None = None
     #: who owns this gateway (``auth.owners``, and owners recorded by pairing)
     owners: Owners = field(default_factory=Owners)
+    #: the /model menus waiting for a press
+    pickers: ModelPickers = field(default_factory=ModelPickers)
     started_at: float = field(default_factory=time.time)

@@ -36,6 +36,7 @@ from gateway.logs import redact
 from gateway.media import TakenMedia, TurnFiles, attach_linked_images, note_files, speak_answer
 from gateway.routing.approvals import TurnApprover
 from gateway.routing.delivery import record_stream, settle_reply
+from gateway.routing.models import revert_rejected, turn_model
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
 from gateway.routing.session_index import Binding
@@ -241,6 +242,7 @@ class Turns:
                 approver=TurnApprover(services.approvals, services.adapters.get(msg.platform), msg, key,
                                       binding.session_id, services.config.settings.tools),
                 cron=services.cron_ports.port(services, msg, key) if services.cron_ports is not None else None,
+                model=await turn_model(services.store, services.config.settings, msg, binding.session_id),
             )
             error: ReplyError | None = None
             usage: TokenUsage | None = None
@@ -250,6 +252,10 @@ class Turns:
                 result = await self._make_agent(services, request).run_turn(request)
                 reply = result.text
                 usage = TokenUsage(result.usage.input_tokens, result.usage.output_tokens)
+                if result.rejected_model is not None:  # the answer is the fallback's: say so (setting reverted)
+                    said = await revert_rejected(services.store, services.config.settings, msg, binding.session_id,
+                                                 result.rejected_model)
+                    note = f"{note}\n⚠️ {said}" if note else said
                 if files is not None:
                     await self._answer_files(reply, files, taken, outbox.id if outbox is not None else None)
             except asyncio.CancelledError:
