@@ -29,6 +29,7 @@ from aiohttp import web
 from .._split import split_text
 from ..approvals import ApprovalPrompt
 from ..base import Adapter, ChatInfo, ChatType, OutboundMessage, ReplyStream, SendResult
+from ..choices import ChoicePrompt
 from ..media import Attachment, OutboundFile
 from ._approvals import ApprovalButtons
 from ._client import BotConnection
@@ -176,8 +177,12 @@ class TelegramAdapter(Adapter):
         """The question with Approve / Always / Deny buttons (``_approvals``)."""
         return await self._buttons.send(target, prompt)
 
+    async def send_choices(self, target: OutboundMessage, prompt: ChoicePrompt) -> str | None:
+        """A menu (/model) as an inline keyboard, one option a row (``_approvals``)."""
+        return await self._buttons.send_menu(target, prompt)
+
     async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
-        """The question edited into its outcome, its buttons gone."""
+        """The question (or menu) edited into its outcome, its buttons gone."""
         await self._buttons.settle(target, message_id, outcome)
 
     async def send_typing(self, chat_id: str, thread_id: str | None = None) -> None:
