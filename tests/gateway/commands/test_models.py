@@ -48,6 +48,7 @@ async def test_switch_reaches_the_server_and_new_clears_it(gateway_home: Path) -
         switched = await talk(run, "/model big-model")
         assert switched.startswith("🔀 This session now uses Big (was fake-model)")
         assert await talk(run, "two") == "echo: two"
+        assert "Model: big-model" in await talk(run, "/status")
         assert "already uses big-model" in await talk(run, "/model Big")  # a label names it too
         assert models_sent(fake) == ["fake-model", "big-model"]
         # Another person's chat is not switched.
