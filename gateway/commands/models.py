@@ -29,7 +29,7 @@ from gateway.routing.models import (
     allowed_models,
     effective_model,
 )
-from storage import settings
+from storage import ops, settings
 
 __all__ = ["register_model_commands"]
 
@@ -102,6 +102,7 @@ async def _switch(ctx: CommandContext, wanted: str) -> str:
         own = settings.get_session(conn, session_id, SESSION_MODEL)
         settings.set_session(conn, session_id, SESSION_PREVIOUS, own or "", now=now)  # "": nothing of its own
         settings.set_session(conn, session_id, SESSION_MODEL, entry.name, now=now)
+        ops.update_session_model(conn, session_id, entry.name)  # the session row says it too (insights)
 
     await s.store.write(op)
     log.info("models.session_switched", session_id=session_id, model=entry.name, was=current)

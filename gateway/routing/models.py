@@ -27,7 +27,7 @@ import structlog
 from adapters.base import InboundMessage
 from core.model_choice import ModelChoice, ModelPrices
 from gateway.config import AllowedModel, Settings
-from storage import StateStore, settings
+from storage import StateStore, ops, settings
 
 __all__ = [
     "GLOBAL_MODEL",
@@ -126,10 +126,13 @@ async def revert_rejected(store: StateStore, config: Settings, msg: InboundMessa
     _, source = await effective_model(store, config, msg, session_id)
     now = time.time()
     if source == "session":
+        below, _ = await _below_session(store, config, msg)
+
         def back(conn: sqlite3.Connection) -> None:
             previous = settings.get_session(conn, session_id, SESSION_PREVIOUS)
             settings.set_session(conn, session_id, SESSION_MODEL, previous or None, now=now)
             settings.set_session(conn, session_id, SESSION_PREVIOUS, None, now=now)
+            ops.update_session_model(conn, session_id, previous or below)
         await store.write(back)
     elif source == "global":
         def back_global(conn: sqlite3.Connection) -> None:

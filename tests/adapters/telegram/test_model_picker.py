@@ -5,6 +5,8 @@ or on a menu a newer one replaced, is refused and changes nothing."""
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ async def test_the_keyboard_switches_this_sessions_model(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
 ) -> None:
     fake = fake_telegram
-    async with gateway(tmp_path, fake, fake_openai):
+    async with gateway(tmp_path, fake, fake_openai) as running:
         chat = fake.private_chat()["id"]
         await fake.user_says("/model")
         prompt = await wait_prompt(fake, chat)
@@ -44,9 +46,20 @@ async def test_the_keyboard_switches_this_sessions_model(
         await fake.user_presses((chat, prompt["message_id"]), choice_data("model", mid, 1))
         await wait_settled(fake, chat, prompt, "This session now uses Big one (was fake-model)")
         assert len(fake.buttons.answers) == 1
+        # The answer streams (Telegram drafts); its usage comes in the stream's last chunk.
+        fake_openai.reply("a streamed answer", usage={"prompt_tokens": 321, "completion_tokens": 3,
+                                                      "total_tokens": 324,
+                                                      "prompt_tokens_details": {"cached_tokens": 300}})
         await fake.user_says("hello there")
-        await wait_said(fake, chat, "echo: hello there")
-        assert [r.body["model"] for r in fake_openai.chat_requests] == ["big-model"]
+        await wait_said(fake, chat, "a streamed answer")
+        [request] = fake_openai.chat_requests
+        assert request.body["model"] == "big-model" and request.body["stream"] is True
+        await fake.user_says("/usage")
+        report = await wait_said(fake, chat, "Model calls:")
+        assert "Model calls: 1" in report["rendered"] and "Prompt tokens: 321 (cached: 300)" in report["rendered"]
+        with contextlib.closing(sqlite3.connect(running.db_path)) as conn:
+            assert conn.execute("SELECT input_tokens, output_tokens, cache_read_tokens, api_call_count, model "
+                                "FROM sessions").fetchall() == [(321, 3, 300, 1, "big-model")]
 
 
 async def test_another_persons_press_and_a_replaced_menu_are_refused(

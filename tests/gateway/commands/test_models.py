@@ -94,6 +94,7 @@ async def test_a_rejected_model_falls_back_and_the_setting_goes_back(gateway_hom
         assert "Model: big-model (chosen for this session" in await talk(run, "/model")
         await talk(run, "again")
         assert models_sent(fake)[-1] == "big-model"
+        assert rows(run.db_path, "SELECT model FROM sessions") == [("big-model",)]
         # The question and the answer are each stored once.
         assert [r[0] for r in rows(run.db_path, "SELECT content FROM messages ORDER BY id")][:2] == [
             "still there?", "echo: still there?"]
@@ -113,6 +114,20 @@ async def test_global_is_for_owners_and_session_choice_wins(gateway_home: Path) 
         await talk(run, "from u2", user="u2")
         await talk(run, "from u1")
         assert models_sent(fake) == ["fake-model", "big-model"]
+
+
+async def test_a_rejected_global_default_goes_back_too(gateway_home: Path) -> None:
+    config = {"models": MODELS, "auth": {"owners": ["testchat:u1"]}}
+    async with FakeOpenAI(served=["fake-model", "big-model"]) as fake, \
+            run_gateway(gateway_home, fake.base_url, config=config, env=ENV, chat=ChatAdapter()) as run:
+        await talk(run, "/model --global big-model")
+        await talk(run, "/model --global gone-model")
+        answer = await talk(run, "hi", user="u2")
+        assert answer.startswith("echo: hi") and "does not serve 'gone-model'" in answer
+        assert models_sent(fake) == ["gone-model", "big-model"]
+        assert rows(run.db_path, "SELECT value FROM gateway_settings WHERE name = 'model.default'") == [("big-model",)]
+        await talk(run, "hi again", user="u2")
+        assert models_sent(fake)[-1] == "big-model"
 
 
 async def test_usage_is_the_sum_of_what_the_server_reported(gateway_home: Path) -> None:
