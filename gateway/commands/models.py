@@ -62,6 +62,10 @@ def _listing(config: Settings, current: str | None) -> str:
     return "\n".join(lines)
 
 
+def _shown(name: str) -> str:
+    return name if len(name) <= 80 else name[:79] + "…"
+
+
 def _resolve(config: Settings, wanted: str) -> AllowedModel | str:
     """The allowed model ``wanted`` names (by name, or by label case aside), or the reply refusing it."""
     allowed = allowed_models(config)
@@ -71,12 +75,12 @@ def _resolve(config: Settings, wanted: str) -> AllowedModel | str:
     if not allowed:
         return "No model is configured: set model.default (and models.allowed) in config.yaml."
     if not config.models.allowed:
-        return (f"⚠️ '{wanted}' is not allowed: models.allowed in config.yaml is empty, so this gateway uses "
+        return (f"⚠️ '{_shown(wanted)}' is not allowed: models.allowed in config.yaml is empty, so this gateway uses "
                 f"model.default ({config.model.default}) only. List the models to switch between there.")
     names = [e.name for e in allowed] + [e.label for e in allowed if e.label]
-    guess = closest(wanted, names)
+    guess = closest(wanted[:200], names)
     meant = f" Did you mean '{guess}'?" if guess else ""
-    return f"⚠️ Unknown model '{wanted}'.{meant}\n{_listing(config, None)}"
+    return f"⚠️ Unknown model '{_shown(wanted)}'.{meant}\n{_listing(config, None)}"
 
 
 async def _session_id(ctx: CommandContext) -> str:

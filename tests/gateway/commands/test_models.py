@@ -66,6 +66,10 @@ async def test_bad_names_get_did_you_mean_and_change_nothing(gateway_home: Path)
         assert "Unknown model 'big-modle'. Did you mean 'big-model'?" in reply
         far = await talk(run, "/model nothing-like-it")
         assert far.startswith("⚠️ Unknown model 'nothing-like-it'.\nAllowed models:")
+        long = await talk(run, "/model " + "x" * 5000)
+        assert long.startswith("⚠️ Unknown model 'xxx") and "…'." in long and len(long) < 1000
+        assert (await talk(run, "/model --pick")).startswith("⌛ That model menu is no longer current")
+        assert (await talk(run, "/model --pick abcd1234 0")).startswith("⌛")
         assert (await talk(run, "/model a b")).startswith("Usage: /model")
         assert (await talk(run, "/model --frobnicate x")).startswith("Usage: /model")
         await talk(run, "hello")
