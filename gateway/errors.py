@@ -65,10 +65,9 @@ are defined here. This module exports them all::
     ├── InvalidPruneAgeError          ``sessions prune --older-than`` is not a number of days
     └── JobError                      a scheduled job refused (bad schedule, limit, destination, unknown)
 
-What a person sees for an error is decided in one place, ``describe``: the text
-of a chat reply, the HTTP status, OpenAI error type and code (and Retry-After)
-of the API server, and the exit code of a command. An exception outside the tree is a bug: the person gets an
-apology naming only its class, never its text (it may hold internals).
+What a person sees of an error is decided in ``describe``: a chat reply's text, the HTTP status, OpenAI
+error type and code (and Retry-After) of the API server, and a command's exit code. An exception outside the
+tree is a bug: the person gets an apology naming only its class, never its text (it may hold internals).
 """
 
 from __future__ import annotations
@@ -126,10 +125,7 @@ from storage.errors import (
 )
 
 #: sysexits.h codes a service manager and a shell script understand
-EX_USAGE = 64
-EX_UNAVAILABLE = 69
-EX_SOFTWARE = 70
-EX_TEMPFAIL = 75
+EX_USAGE, EX_UNAVAILABLE, EX_SOFTWARE, EX_TEMPFAIL = 64, 69, 70, 75
 EX_CONFIG = 78  # systemd must not restart on it (RestartPreventExitStatus=78)
 
 
