@@ -120,9 +120,9 @@ async def turn_model(store: StateStore, config: Settings, msg: InboundMessage, s
 
 
 async def revert_rejected(store: StateStore, config: Settings, msg: InboundMessage, session_id: str,
-                          rejected: str) -> str:
+                          rejected: str, note: str | None = None) -> str:
     """The server rejected ``rejected``: the setting that chose it goes back to what it replaced.
-    Returns the note for the person (which model the chat is on now)."""
+    Returns the note for the person (which model the chat is on now), after ``note`` if one was due."""
     _, source = await effective_model(store, config, msg, session_id)
     now = time.time()
     if source == "session":
@@ -143,8 +143,9 @@ async def revert_rejected(store: StateStore, config: Settings, msg: InboundMessa
     now_on, _ = await effective_model(store, config, msg, session_id)
     log.warning("models.rejected_reverted", model=rejected, source=source, now_on=now_on)
     where = "" if source in ("session", "global") else " (it is set in config.yaml: fix it there)"
-    return (f"The model server does not serve '{rejected}'{where}, so this answer comes from "
+    said = (f"The model server does not serve '{rejected}'{where}, so this answer comes from "
             f"'{now_on}', and this chat is back on it.")
+    return f"{note}\n⚠️ {said}" if note else said
 
 
 @dataclass

@@ -12,6 +12,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 import structlog
 
@@ -242,20 +243,20 @@ class Turns:
                 approver=TurnApprover(services.approvals, services.adapters.get(msg.platform), msg, key,
                                       binding.session_id, services.config.settings.tools),
                 cron=services.cron_ports.port(services, msg, key) if services.cron_ports is not None else None,
-                model=await turn_model(services.store, services.config.settings, msg, binding.session_id),
             )
             error: ReplyError | None = None
             usage: TokenUsage | None = None
             kind = SendKind.REPLY
             started = time.perf_counter()
-            try:
+            try:  # the model /model chose (a state.db read: a failure is told like the turn's own)
+                request = replace(request, model=await turn_model(services.store, services.config.settings, msg,
+                                                                  binding.session_id))
                 result = await self._make_agent(services, request).run_turn(request)
                 reply = result.text
                 usage = TokenUsage(result.usage.input_tokens, result.usage.output_tokens)
                 if result.rejected_model is not None:  # the answer is the fallback's: say so (setting reverted)
-                    said = await revert_rejected(services.store, services.config.settings, msg, binding.session_id,
-                                                 result.rejected_model)
-                    note = f"{note}\n⚠️ {said}" if note else said
+                    note = await revert_rejected(services.store, services.config.settings, msg, binding.session_id,
+                                                 result.rejected_model, note)
                 if files is not None:
                     await self._answer_files(reply, files, taken, outbox.id if outbox is not None else None)
             except asyncio.CancelledError:
