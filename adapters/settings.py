@@ -93,6 +93,20 @@ class PlatformSettings(EnvSection):
     tool_progress: bool | None = None
     """While the answer streams, show a line per tool call ("running memory…"); unset: ``streaming.tool_progress``."""
 
+    channel_models: dict[str, str] = {}
+    """Channel (chat) id -> the model its conversations use unless a session chose one with /model (variable: `id=model,id=model`)."""
+
+    @field_validator("channel_models", mode="before")
+    @classmethod
+    def _channel_ids(cls, value: Any) -> Any:
+        if isinstance(value, str):  # from the environment: "C123=big-model, 456=small"
+            pairs = [p.split("=", 1) for p in value.replace(",", " ").split() if p]
+            if any(len(p) != 2 or not p[0] or not p[1] for p in pairs):
+                raise ValueError("expected id=model pairs, separated by commas")
+            return dict(pairs)
+        # YAML reads an unquoted numeric id as an int.
+        return {str(k): v for k, v in value.items()} if isinstance(value, dict) else value
+
     @property
     def active(self) -> bool:
         if self.enabled is not None:

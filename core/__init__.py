@@ -15,12 +15,14 @@ from .errors import (
     ModelError,
     ModelNotConfiguredError,
     ModelRateLimitError,
+    ModelRejectedError,
     ModelResponseError,
     ModelTimeoutError,
     ModelUnavailableError,
 )
 from .llm import ChatResult, ModelClient, ModelSettings, Usage
 from .memory import MemoryLimitError, MemorySnapshot, MemoryStore, MemoryStoreError, MemoryUpdate
+from .model_choice import ModelChoice, ModelPrices
 from .prompt import apply_prompt_caching, build_system_prompt
 from .runtime import AgentRuntime
 from .skills import SkillError, SkillMeta, SkillNeeds, SkillNotFoundError, SkillStore
@@ -44,11 +46,14 @@ __all__ = [
     "MemoryStoreError",
     "MemoryUpdate",
     "ModelAuthError",
+    "ModelChoice",
     "ModelClient",
     "ModelContextLengthError",
     "ModelError",
     "ModelNotConfiguredError",
+    "ModelPrices",
     "ModelRateLimitError",
+    "ModelRejectedError",
     "ModelResponseError",
     "ModelSettings",
     "ModelTimeoutError",

@@ -7,6 +7,7 @@ error bodies can be whole HTML pages, and some echo the request back.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from .errors import (
     ModelContextLengthError,
     ModelError,
     ModelRateLimitError,
+    ModelRejectedError,
     ModelResponseError,
     ModelTimeoutError,
     ModelUnavailableError,
@@ -38,6 +40,10 @@ _CONTEXT_MARKERS = (
     "context size",
     "prompt is too long",
 )
+_MODEL_CODES = frozenset({"model_not_found", "invalid_model", "unknown_model"})
+_UNKNOWN_MODEL = re.compile(
+    r"\bmodel\b[^.]{0,120}?\b(not found|does not exist|not exist|is not (?:a )?valid|not available|unknown)"
+    r"|\b(unknown|invalid|no such) model\b|\bnot a valid model\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -73,6 +79,10 @@ def status_failure(status: int, headers: httpx.Headers, payload: Any, *, endpoin
     if 400 <= status < 500 and _is_context_overflow(payload, detail):
         return Failure(False, reason, lambda n: ModelContextLengthError(endpoint, detail, status=status))
     said = f": {detail}" if detail else ""
+    if status in (400, 404) and _is_unknown_model(payload, detail):
+        problem = f"does not serve the model that was asked for (HTTP {status}{said})"
+        hint = "Choose another model (/model), or check the model name and model.base_url."
+        return Failure(False, reason, lambda n: ModelRejectedError(endpoint, problem, status=status, hint=hint))
     if status == 404:
         problem = f"has no chat completions endpoint or no such model (HTTP 404{said})"
         hint = "Check model.base_url (it usually ends in /v1) and the model name."
@@ -107,6 +117,12 @@ def _is_context_overflow(payload: Any, detail: str) -> bool:
     code = " ".join(str(error_field(payload, key) or "") for key in ("code", "type"))
     text = f"{detail} {code}".lower()
     return any(marker in text for marker in _CONTEXT_MARKERS)
+
+
+def _is_unknown_model(payload: Any, detail: str) -> bool:
+    """OpenAI's ``model_not_found``, and the words vLLM, Ollama, LiteLLM and OpenRouter use for it."""
+    code = str(error_field(payload, "code") or "").lower()
+    return code in _MODEL_CODES or _UNKNOWN_MODEL.search(detail) is not None
 
 
 def _retry_after(headers: httpx.Headers) -> float | None:

@@ -28,7 +28,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from ._stream import Relay
+from .errors import ModelRejectedError
 from .llm import ChatResult, ModelClient, Usage, describe_size
+from .model_choice import ModelChoice
 from .prompt import apply_prompt_caching, is_anthropic_model
 from .streaming import AnswerListener
 from .tools import ToolContext, ToolRegistry
@@ -73,6 +75,8 @@ class LoopResult:
     exhausted: bool = False
     #: token counts summed over the model calls answered so far
     usage: Usage = field(default_factory=Usage)
+    #: the chosen model the server rejected as unknown; the turn went on with its fallback
+    rejected_model: str | None = None
 
 
 # Kept with a message in state.db, but not part of the chat format: strict providers refuse them.
@@ -170,9 +174,11 @@ class ToolLoop:
         tool_choice: str | None = None,
         on_final: FinalOp | None = None,
         listener: AnswerListener | None = None,
+        choice: ModelChoice | None = None,
     ) -> None:
         """``on_final(tool_iterations, used_tools, answer)`` gives bookkeeping to commit with the answer;
-        ``listener`` gets the answer as it is written."""
+        ``listener`` gets the answer as it is written; ``choice`` (instead of ``model``) the model with
+        its prices (each call's cost is stored with its tokens) and its fallback."""
         self._on_final = on_final
         self._relay = Relay(listener) if listener is not None else None
         self._store = store
@@ -181,7 +187,8 @@ class ToolLoop:
         self._ctx = ctx
         self._max = max_iterations
         self._persist_enabled = persist
-        self._model = model
+        self._choice = choice
+        self._model = choice.name if choice is not None else model
         self._tool_choice = tool_choice
         self._inflight: asyncio.Future[int | None] | None = None
 
@@ -215,8 +222,8 @@ class ToolLoop:
         """
         out = result or LoopResult(text="")
         schemas = self._tools.schemas() or None
-        model_name = self._model or self._client.settings.model
         while out.model_calls < self._max:
+            model_name = self._model or self._client.settings.model
             messages: list[dict[str, Any]] = [{"role": "system", "content": system},
                                               *(_wire(m) for m in conversation)]
             if is_anthropic_model(model_name):
@@ -230,6 +237,10 @@ class ToolLoop:
             except asyncio.CancelledError:
                 await self._store_stopped()
                 raise
+            except ModelRejectedError as exc:
+                if not self._fall_back(out, exc):
+                    raise
+                continue
             out.model_calls += 1
             out.model = reply.model or out.model
             out.usage = _added(out.usage, reply.usage)
@@ -238,7 +249,7 @@ class ToolLoop:
             text = message.get("content")
             answer = text if isinstance(text, str) and text.strip() else "(no response)"
             also = self._final_op(out, answer) if not calls else None
-            row = await self.persist(message, reply.usage.session_columns(), also)
+            row = await self.persist(message, self._usage_columns(reply.usage), also)
             if row is not None:
                 out.message_ids.append(row)
             if not calls:
@@ -274,6 +285,24 @@ class ToolLoop:
         conversation.append(final)
         log.warning("agent.iteration_budget_spent", limit=self._max)
         return out
+
+    def _fall_back(self, out: LoopResult, exc: ModelRejectedError) -> bool:
+        """The chosen model is not served: go on with its fallback (once), saying so in ``out``."""
+        choice = self._choice
+        if choice is None or choice.fallback is None:
+            return False
+        log.warning("agent.model_rejected", model=choice.name, fallback=choice.fallback.name, error=str(exc))
+        out.rejected_model = choice.name
+        self._choice = choice.fallback
+        self._model = choice.fallback.name
+        return True
+
+    def _usage_columns(self, usage: Usage) -> dict[str, Any]:
+        columns: dict[str, Any] = dict(usage.session_columns())
+        prices = self._choice.prices if self._choice is not None else None
+        if prices is not None:
+            columns["estimated_cost_usd"] = prices.cost(usage)
+        return columns
 
     async def _store_stopped(self) -> None:
         """/stop while the answer was being written: what was written of it is kept, said to be stopped."""

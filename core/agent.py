@@ -25,6 +25,7 @@ from .errors import CompressionError, ModelContextLengthError, ModelError, Model
 from .learning import CounterUpdate
 from .llm import ModelClient, Usage
 from .media.history import ImageRecall, with_images
+from .model_choice import ModelChoice
 from .streaming import AnswerListener
 from .tools import Approver, CronPort, FileOutbox, ToolContext, ToolRegistry
 
@@ -79,6 +80,8 @@ class TurnRequest:
     #: only tools of these toolsets, within what the platform allows (a scheduled job's own
     #: toolsets); None: every tool the platform allows
     toolsets: frozenset[str] | None = None
+    #: the model of this turn (the gateway's /model); None: ``model.default``
+    model: ModelChoice | None = None
 
 
 def _final_ops(session_id: str, counters: CounterUpdate | None, on_answer: AnswerOp | None) -> FinalOp | None:
@@ -107,6 +110,8 @@ class TurnResult:
     model: str | None = None
     #: token counts summed over the turn's model calls
     usage: Usage = field(default_factory=Usage)
+    #: the turn's chosen model, which the server rejected (the turn ran on its fallback)
+    rejected_model: str | None = None
 
 
 class Agent(Protocol):
@@ -244,7 +249,8 @@ class HermesAgent:
                                    counters)
         except Exception:  # bookkeeping for reviews and titles must never cost the user the answer
             log.exception("agent.after_turn_failed", session_id=session_id)
-        return TurnResult(text=result.text, message_ids=result.message_ids, model=result.model, usage=result.usage)
+        return TurnResult(text=result.text, message_ids=result.message_ids, model=result.model, usage=result.usage,
+                          rejected_model=result.rejected_model)
 
     async def _run_with_images(self, request: TurnRequest, session_id: str, system: str,
                                conversation: list[dict[str, Any]], result: LoopResult,
@@ -271,7 +277,8 @@ class HermesAgent:
             tools = tools.only(name for name in tools.names if name != "cronjob")
         loop = ToolLoop(rt.store, rt.client, tools, ctx,
                         max_iterations=rt.settings.max_iterations,
-                        on_final=_final_ops(session_id, counters, request.on_answer), listener=request.listener)
+                        on_final=_final_ops(session_id, counters, request.on_answer), listener=request.listener,
+                        choice=request.model)
         try:
             await loop.run(system, conversation, result)
         except asyncio.CancelledError:

@@ -143,6 +143,11 @@ class ModelResponseError(ModelError):
         super().__init__(f"The model endpoint {endpoint} {problem}.{tail}")
 
 
+class ModelRejectedError(ModelResponseError):
+    """The server does not serve the model that was asked for (an unknown or unavailable model name);
+    a turn on a model chosen with /model falls back to the one before it."""
+
+
 class ModelContextLengthError(ModelError):
     """The conversation does not fit the model's context window (the caller may compress and retry)."""
 

@@ -24,6 +24,7 @@ are defined here. This module exports them all::
     │   ├── ModelUnavailableError
     │   ├── ModelTimeoutError
     │   ├── ModelResponseError
+    │   │   └── ModelRejectedError      the server does not serve that model (/model falls back)
     │   └── ModelContextLengthError
     ├── CompressionError              core.errors
     ├── MediaProcessingError          core.media: a file's bytes could not be made readable
@@ -64,10 +65,9 @@ are defined here. This module exports them all::
     ├── InvalidPruneAgeError          ``sessions prune --older-than`` is not a number of days
     └── JobError                      a scheduled job refused (bad schedule, limit, destination, unknown)
 
-What a person sees for an error is decided in one place, ``describe``: the text
-of a chat reply, the HTTP status, OpenAI error type and code (and Retry-After)
-of the API server, and the exit code of a command. An exception outside the tree is a bug: the person gets an
-apology naming only its class, never its text (it may hold internals).
+What a person sees of an error is decided in ``describe``: a chat reply's text, the HTTP status, OpenAI
+error type and code (and Retry-After) of the API server, and a command's exit code. An exception outside the
+tree is a bug: the person gets an apology naming only its class, never its text (it may hold internals).
 """
 
 from __future__ import annotations
@@ -93,6 +93,7 @@ from core.errors import (
     ModelError,
     ModelNotConfiguredError,
     ModelRateLimitError,
+    ModelRejectedError,
     ModelResponseError,
     ModelTimeoutError,
     ModelUnavailableError,
@@ -124,10 +125,7 @@ from storage.errors import (
 )
 
 #: sysexits.h codes a service manager and a shell script understand
-EX_USAGE = 64
-EX_UNAVAILABLE = 69
-EX_SOFTWARE = 70
-EX_TEMPFAIL = 75
+EX_USAGE, EX_UNAVAILABLE, EX_SOFTWARE, EX_TEMPFAIL = 64, 69, 70, 75
 EX_CONFIG = 78  # systemd must not restart on it (RestartPreventExitStatus=78)
 
 
@@ -261,6 +259,7 @@ _TABLE: tuple[tuple[type[BaseException], int, str, int, float | None], ...] = (
     (ModelRateLimitError, 429, "rate_limit_exceeded", EX_TEMPFAIL, 60.0),
     (ModelTimeoutError, 504, "upstream_timeout", EX_TEMPFAIL, None),
     (ModelContextLengthError, 400, "context_length_exceeded", 1, None),
+    (ModelRejectedError, 400, "model_not_found", 1, None),
     (ModelError, 502, "upstream_error", EX_UNAVAILABLE, None),
     (ConfigError, 503, "not_configured", EX_CONFIG, None),
     (LaneFullError, 429, "queue_full", EX_TEMPFAIL, 5.0),
@@ -372,6 +371,7 @@ __all__ = [
     "ModelError",
     "ModelNotConfiguredError",
     "ModelRateLimitError",
+    "ModelRejectedError",
     "ModelResponseError",
     "ModelTimeoutError",
     "ModelUnavailableError",

@@ -44,6 +44,7 @@ from ..base import (
     SendResult,
 )
 from ..commands import DISCORD_MENU, MenuCommand
+from ..choices import ChoicePrompt
 from ..media import Attachment, OutboundFile
 from ..settings import reveal
 from ._approvals import ApprovalButtons
@@ -261,6 +262,10 @@ class DiscordAdapter(Adapter):
         ``custom_id`` = ``approval_data``); the question message's id. A press comes back as the typed
         command from the presser (``_approvals``)."""
         return await self._approvals.send(target, prompt)
+
+    async def send_choices(self, target: OutboundMessage, prompt: ChoicePrompt) -> str | None:
+        """A menu (/model) as a string select; a choice comes back as its command (``_approvals``)."""
+        return await self._approvals.send_menu(target, prompt)
 
     async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
         """The question edited to ``outcome``, its buttons removed (a deleted question: nothing to do)."""

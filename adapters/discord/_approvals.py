@@ -18,7 +18,10 @@ the raw payload (not discord.py's ``Interaction``, whose model needs fields a pa
    question's channel or thread, ``dedupe_id`` ``interaction:<id>`` (a RESUME replay is one press).
    Anything else is acknowledged and ignored.
 
-No state is kept here: a press on a settled question, or one from before a restart, reaches the
+A menu (``adapters.choices``, the /model picker) is a string select (component type 3) alone in an
+action row, whose ``custom_id`` names the menu and each option's ``value`` its payload
+(``choice_data``); a choice is an ``INTERACTION_CREATE`` of type 3 whose ``data.values`` holds it, taken
+the same way. No state is kept here: a press on a settled question, or one from before a restart, reaches the
 router like any other, and the gateway says it is expired or unknown.
 """
 
@@ -34,15 +37,9 @@ from discord.http import Route
 
 from .._dispatch import ChatOrderedDispatch
 from .._text import clean_text
-from ..approvals import (
-    APPROVAL_CHOICES,
-    ApprovalChoice,
-    ApprovalPrompt,
-    approval_command,
-    approval_data,
-    parse_approval_data,
-)
+from ..approvals import APPROVAL_CHOICES, ApprovalChoice, ApprovalPrompt, approval_data
 from ..base import AdapterError, ChatType, InboundMessage, MessageHandler, OutboundMessage
+from ..choices import ChoicePrompt, press_command
 from ._inbound import PLATFORM, ChannelRef, classify_channel
 from ._outbound import Sender
 
@@ -53,7 +50,7 @@ log = structlog.get_logger("hermes.discord")
 MAX_CONTENT = 2000
 #: button styles: success (green), secondary (grey), danger (red)
 BUTTON_STYLES: dict[ApprovalChoice, int] = {"approve": 3, "always": 2, "deny": 4}
-ACTION_ROW, BUTTON = 1, 2
+ACTION_ROW, BUTTON, STRING_SELECT = 1, 2, 3
 MESSAGE_COMPONENT = 3
 DEFERRED_UPDATE_MESSAGE = 6
 #: announcement, public and private threads
@@ -74,6 +71,24 @@ def approval_components(approval_id: str) -> list[dict[str, Any]]:
     return [{"type": ACTION_ROW, "components": buttons}]
 
 
+def menu_components(prompt: ChoicePrompt) -> list[dict[str, Any]]:
+    """One action row with one string select; the option in force is preselected."""
+    options = [{"label": prompt.label(i), "value": prompt.data(i), "default": i == prompt.current}
+               for i in range(len(prompt.options))]
+    select = {"type": STRING_SELECT, "custom_id": f"chs:{prompt.command}:{prompt.menu_id}", "options": options,
+              "placeholder": "Choose…", "min_values": 1, "max_values": 1}
+    return [{"type": ACTION_ROW, "components": [select]}]
+
+
+def _pressed(data: Mapping[str, Any]) -> str | None:
+    """The payload of what was pressed: a button's ``custom_id``, or the one value chosen in a select."""
+    if data.get("component_type") == STRING_SELECT:
+        values = data.get("values")
+        return values[0] if isinstance(values, list) and len(values) == 1 and isinstance(values[0], str) else None
+    custom_id = data.get("custom_id")
+    return custom_id if isinstance(custom_id, str) else None
+
+
 def _snowflake(value: Any) -> str | None:
     text = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
     return text if text.isascii() and text.isdigit() and len(text) <= 20 else None
@@ -88,12 +103,10 @@ def press_to_inbound(data: Any, cached: ChannelRef | None = None) -> InboundMess
     ``cached``: where the channel sits by discord.py's cache, for a payload whose ``channel`` has no type."""
     if not isinstance(data, Mapping) or data.get("type") != MESSAGE_COMPONENT:
         return None
-    custom_id = _mapping(data.get("data")).get("custom_id")
-    parsed = parse_approval_data(custom_id) if isinstance(custom_id, str) else None
+    command = press_command(_pressed(_mapping(data.get("data"))))
     interaction_id = _snowflake(data.get("id"))
-    if parsed is None or interaction_id is None:
+    if command is None or interaction_id is None:
         return None
-    approval_id, choice = parsed
     member = _mapping(data.get("member"))
     user = _mapping(member.get("user")) or _mapping(data.get("user"))
     user_id = _snowflake(user.get("id"))
@@ -121,7 +134,7 @@ def press_to_inbound(data: Any, cached: ChannelRef | None = None) -> InboundMess
         chat_id=chat_id,
         chat_type=chat_type,
         user_id=user_id,
-        text=approval_command(approval_id, choice),
+        text=command,
         message_id=_snowflake(_mapping(data.get("message")).get("id")),
         thread_id=thread_id,
         user_name=clean_text(name) if isinstance(name, str) else None,
@@ -155,7 +168,13 @@ class ApprovalButtons:
     # ------------------------------------------------------------------ out
 
     async def send(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str:
-        payload: dict[str, Any] = {"content": _fit(prompt.text), "components": approval_components(prompt.approval_id),
+        return await self._post(target, prompt.text, approval_components(prompt.approval_id), prompt.approval_id)
+
+    async def send_menu(self, target: OutboundMessage, prompt: ChoicePrompt) -> str:
+        return await self._post(target, prompt.text, menu_components(prompt), prompt.menu_id)
+
+    async def _post(self, target: OutboundMessage, text: str, components: list[dict[str, Any]], ref: str) -> str:
+        payload: dict[str, Any] = {"content": _fit(text), "components": components,
                                    "allowed_mentions": {"parse": []}}
         if target.reply_to and target.reply_to != target.thread_id and target.reply_to.isdigit():
             # The question under the message that asked; in a thread started from it, it is there already.
@@ -180,8 +199,7 @@ class ApprovalButtons:
         message_id = _snowflake(sent.get("id")) if isinstance(sent, Mapping) else None
         if message_id is None:
             raise AdapterError("Discord answered the approval question without a message id")
-        log.info("discord.approval_asked", channel_id=channel_id, message_id=message_id,
-                 approval_id=prompt.approval_id)
+        log.info("discord.approval_asked", channel_id=channel_id, message_id=message_id, ref=ref)
         return message_id
 
     async def settle(self, target: OutboundMessage, message_id: str, outcome: str) -> None:

@@ -45,6 +45,7 @@ from ..base import (
     ReplyStream,
     SendResult,
 )
+from ..choices import ChoicePrompt
 from ..media import Attachment, OutboundFile
 from ..settings import reveal
 from ._approvals import ApprovalButtons
@@ -219,6 +220,10 @@ class SlackAdapter(Adapter):
         """The question in ``target``'s channel and thread with three Block Kit buttons; its ts. A press
         comes back as the typed command from the presser (``_approvals``)."""
         return await self._approvals.send(target, prompt)
+
+    async def send_choices(self, target: OutboundMessage, prompt: ChoicePrompt) -> str | None:
+        """A menu (/model) as a Block Kit ``static_select``; a choice comes back as its command."""
+        return await self._approvals.send_menu(target, prompt)
 
     async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
         """The question (ts ``message_id``) shows ``outcome`` and no buttons (a deleted one: nothing to do)."""

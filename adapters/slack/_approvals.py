@@ -10,7 +10,10 @@ blocks with a section showing the outcome: no buttons are left to press.
 ``interactive`` envelope) or, in HTTP mode, a signed form POST (``payload=<json>``). The transport
 acknowledges it first (``_socket``, ``_http``); then ``action_to_inbound`` turns a button of ours
 (``parse_approval_data`` on its ``value``) into the command a person could type, from the presser, in
-the question's channel and thread, ``dedupe_id`` ``action:<user>:<action_ts>``. Anything else is
+the question's channel and thread, ``dedupe_id`` ``action:<user>:<action_ts>``. A menu
+(``adapters.choices``, the /model picker) is a section and a ``static_select`` (option values
+``choice_data``); a choice is a ``block_actions`` whose action carries ``selected_option``, taken the
+same way (``press_command``). Anything else is
 ignored. Nothing is remembered here: a press after a restart or on a settled question reaches the
 router, and the gateway answers it.
 """
@@ -26,15 +29,9 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from .._text import clean_text
-from ..approvals import (
-    APPROVAL_CHOICES,
-    ApprovalChoice,
-    ApprovalPrompt,
-    approval_command,
-    approval_data,
-    parse_approval_data,
-)
+from ..approvals import APPROVAL_CHOICES, ApprovalChoice, ApprovalPrompt, approval_data
 from ..base import AdapterError, ChatType, InboundMessage, OutboundMessage
+from ..choices import ChoicePrompt, press_command
 from ._inbound import PLATFORM
 from ._webapi import api_error
 
@@ -75,6 +72,19 @@ def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
             {"type": "actions", "block_id": f"hermes_approval_{prompt.approval_id}", "elements": buttons}]
 
 
+def menu_blocks(prompt: ChoicePrompt) -> list[dict[str, Any]]:
+    """The menu's text, then a ``static_select`` of its options (the one in force preselected)."""
+    options = [{"text": {"type": "plain_text", "text": prompt.label(i), "emoji": True}, "value": prompt.data(i)}
+               for i in range(len(prompt.options))]
+    select: dict[str, Any] = {"type": "static_select", "action_id": f"hermes_menu_{prompt.command}",
+                              "placeholder": {"type": "plain_text", "text": "Choose…", "emoji": True},
+                              "options": options}
+    if prompt.current is not None:
+        select["initial_option"] = options[prompt.current]
+    return [{**_section(prompt.text), "block_id": "hermes_menu_text"},
+            {"type": "actions", "block_id": f"hermes_menu_{prompt.menu_id}", "elements": [select]}]
+
+
 def settled_blocks(outcome: str) -> list[dict[str, Any]]:
     return [{**_section(outcome), "block_id": "hermes_approval_outcome"}]
 
@@ -92,17 +102,17 @@ def action_to_inbound(payload: Any) -> InboundMessage | None:
     body = _mapping(payload)
     if body.get("type") != "block_actions" or not isinstance(body.get("actions"), list):
         return None
-    action, parsed = None, None
+    action, command = None, None
     for candidate in body["actions"]:
-        value = _mapping(candidate).get("value")
-        parsed = parse_approval_data(value) if isinstance(value, str) else None
-        if parsed is not None:
+        value = _mapping(candidate).get("value") or _mapping(_mapping(candidate).get("selected_option")).get("value")
+        command = press_command(value) if isinstance(value, str) else None
+        if command is not None:
             action = _mapping(candidate)
             break
     user = _str(_mapping(body.get("user")).get("id"))
     container, message = _mapping(body.get("container")), _mapping(body.get("message"))
     channel = _str(_mapping(body.get("channel")).get("id")) or _str(container.get("channel_id"))
-    if action is None or parsed is None or user is None or channel is None:
+    if action is None or command is None or user is None or channel is None:
         return None
     ts = _str(message.get("ts")) or _str(container.get("message_ts"))
     thread = _str(message.get("thread_ts")) or _str(container.get("thread_ts"))
@@ -113,14 +123,13 @@ def action_to_inbound(payload: Any) -> InboundMessage | None:
     else:
         chat_type = ChatType.THREAD if thread is not None else ChatType.CHANNEL
     stamp = _str(action.get("action_ts")) or _str(body.get("trigger_id")) or ts
-    approval_id, choice = parsed
     name = _mapping(body.get("user")).get("name") or _mapping(body.get("user")).get("username")
     return InboundMessage(
         platform=PLATFORM,
         chat_id=channel,
         chat_type=chat_type,
         user_id=user,
-        text=approval_command(approval_id, choice),
+        text=command,
         message_id=ts,
         thread_id=thread,
         user_name=clean_text(name) if isinstance(name, str) else None,
@@ -141,10 +150,16 @@ class ApprovalButtons:
         return client
 
     async def send(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str:
+        return await self._post(target, prompt.typed(), approval_blocks(prompt), prompt.approval_id)
+
+    async def send_menu(self, target: OutboundMessage, prompt: ChoicePrompt) -> str:
+        return await self._post(target, prompt.text, menu_blocks(prompt), prompt.menu_id)
+
+    async def _post(self, target: OutboundMessage, fallback: str, blocks: list[dict[str, Any]], ref: str) -> str:
         client = self._require_client()
         try:
             resp = await client.chat_postMessage(channel=target.chat_id, thread_ts=target.thread_id,
-                                                 text=_escape(prompt.typed()), blocks=approval_blocks(prompt))
+                                                 text=_escape(fallback), blocks=blocks)
         except SlackApiError as exc:
             raise AdapterError(f"Slack refused the approval question ({api_error(exc)})") from None
         except (SlackClientError, aiohttp.ClientError, TimeoutError) as exc:
@@ -152,7 +167,7 @@ class ApprovalButtons:
         ts = resp.get("ts")
         if not isinstance(ts, str):
             raise AdapterError("Slack chat.postMessage answered without a ts")
-        log.info("slack.approval_asked", chat_id=target.chat_id, ts=ts, approval_id=prompt.approval_id)
+        log.info("slack.approval_asked", chat_id=target.chat_id, ts=ts, ref=ref)
         return ts
 
     async def settle(self, target: OutboundMessage, message_id: str, outcome: str) -> None:

@@ -30,6 +30,7 @@ from telegram import BotCommand
 from .._split import split_text
 from ..approvals import ApprovalPrompt
 from ..base import Adapter, AdapterError, ChatInfo, ChatType, OutboundMessage, ReplyStream, SendResult
+from ..choices import ChoicePrompt
 from ..commands import TELEGRAM_MENU, MenuCommand
 from ..media import Attachment, OutboundFile
 from ._approvals import ApprovalButtons
@@ -181,8 +182,12 @@ class TelegramAdapter(Adapter):
         """The question with Approve / Always / Deny buttons (``_approvals``)."""
         return await self._buttons.send(target, prompt)
 
+    async def send_choices(self, target: OutboundMessage, prompt: ChoicePrompt) -> str | None:
+        """A menu (/model) as an inline keyboard, one option a row (``_approvals``)."""
+        return await self._buttons.send_menu(target, prompt)
+
     async def settle_approval(self, target: OutboundMessage, message_id: str, outcome: str) -> None:
-        """The question edited into its outcome, its buttons gone."""
+        """The question (or menu) edited into its outcome, its buttons gone."""
         await self._buttons.settle(target, message_id, outcome)
 
     async def set_command_menu(self, commands: Sequence[MenuCommand]) -> None:

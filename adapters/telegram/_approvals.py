@@ -5,7 +5,9 @@ The question is plain text (no MarkdownV2): the action is shown verbatim, and a 
 characters MarkdownV2 would want escaped. It is placed as a reply is (its topic, quoting the
 question in a group), as a message of its own, so a streamed answer never edits over it.
 
-A press becomes ``InboundMessage(text=approval_command(id, choice))`` from the presser, in the chat
+A model menu (``adapters.choices``) is the same kind of message: an inline keyboard, one option a row,
+``callback_data`` ``chs:<command>:<menu>:<index>``. A press becomes
+``InboundMessage(text=approval_command(id, choice))`` (or the menu's ``choice_command``) from the presser, in the chat
 (and topic) of the question's message, with ``dedupe_id = "cbq:<callback id>"`` (Telegram delivers
 a press again like any update). It is acknowledged first (``answerCallbackQuery``: the client
 stops its spinner); what the press did shows as the question's edit, or as a reply from the
@@ -20,8 +22,9 @@ from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, 
 from telegram.error import BadRequest, TelegramError
 
 from .._text import clean_text
-from ..approvals import APPROVAL_CHOICES, ApprovalPrompt, approval_command, approval_data, parse_approval_data
+from ..approvals import APPROVAL_CHOICES, ApprovalPrompt, approval_data
 from ..base import ChatType, InboundMessage, MalformedUpdateError, OutboundMessage
+from ..choices import ChoicePrompt, press_command
 from ._client import BotConnection
 from ._inbound import PLATFORM
 from ._outbound import Sender
@@ -39,19 +42,32 @@ def keyboard(approval_id: str) -> InlineKeyboardMarkup:
                                   for choice, label in APPROVAL_CHOICES]])
 
 
+def menu_keyboard(prompt: ChoicePrompt) -> InlineKeyboardMarkup:
+    """One option a row, the one in force marked."""
+    return InlineKeyboardMarkup([[InlineKeyboardButton(("✓ " if i == prompt.current else "") + prompt.label(i),
+                                                       callback_data=prompt.data(i))]
+                                 for i in range(len(prompt.options))])
+
+
 class ApprovalButtons:
     def __init__(self, sender: Sender, connection: BotConnection) -> None:
         self._sender = sender
         self._connection = connection
 
     async def send(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str:
-        text = clean_text(prompt.text)
+        return await self._post(target, prompt.text, keyboard(prompt.approval_id))
+
+    async def send_menu(self, target: OutboundMessage, prompt: ChoicePrompt) -> str:
+        return await self._post(target, prompt.text, menu_keyboard(prompt))
+
+    async def _post(self, target: OutboundMessage, question: str, markup: InlineKeyboardMarkup) -> str:
+        text = clean_text(question)
         async with self._sender.batch(target.chat_id) as bot:
             where = await self._sender.place(bot, target)
 
             async def post(t: object) -> int:
                 return await bot.send_raw_message(where.chat, text, parse_mode=None, thread=where.thread,
-                                                  reply=where.reply, markup=keyboard(prompt.approval_id))
+                                                  reply=where.reply, markup=markup)
 
             sent = await self._sender.call(target.chat_id, where, post)
             self._sender.placed(target)
@@ -98,10 +114,10 @@ def to_press(update: Update) -> Press | None:
     if not isinstance(query.id, str) or not query.id:
         raise MalformedUpdateError("callback_query.id is not a string")
     data = query.data if isinstance(query.data, str) else None
-    parsed = parse_approval_data(data) if data is not None else None
+    command = press_command(data)
     message = query.message
     sender = query.from_user
-    if parsed is None or not isinstance(message, Message) or sender is None or sender.is_bot is not False:
+    if command is None or not isinstance(message, Message) or sender is None or sender.is_bot is not False:
         return Press(query.id, None)  # not our button, or its message is too old to be shown to us
     chat = message.chat
     chat_type = _CHAT_TYPES.get(chat.type) if isinstance(chat.type, str) else None
@@ -113,13 +129,12 @@ def to_press(update: Update) -> Press | None:
     first = sender.first_name if isinstance(sender.first_name, str) else ""
     last = sender.last_name if isinstance(sender.last_name, str) else ""
     name = f"{first} {last}".strip() or (sender.username if isinstance(sender.username, str) else None)
-    approval_id, choice = parsed
     return Press(query.id, InboundMessage(
         platform=PLATFORM,
         chat_id=str(chat.id),
         chat_type=chat_type,
         user_id=str(sender.id),
-        text=approval_command(approval_id, choice),
+        text=command,
         # The question's message: a refusal quotes it, so everyone sees which question it was about.
         message_id=str(message.message_id),
         thread_id=thread_id,

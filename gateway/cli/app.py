@@ -20,6 +20,7 @@ from gateway.cli.service import service_app
 from gateway.cli.sessions import sessions_app
 from gateway.cli.sessions_browse import browse as browse_sessions
 from gateway.cli.tools import tools as tools_command
+from gateway.cli.usage import usage_command
 from gateway.config import default_home, load_config
 from gateway.errors import EX_CONFIG, ConfigError
 from gateway.logs import configure_logging
@@ -101,6 +102,7 @@ app.add_typer(cron_app, name="cron")
 register_ops_commands(app)
 app.command("chat")(chat_command)
 app.command("insights")(insights_command)
+app.command("usage")(usage_command)
 app.command("tools")(tools_command)
 
 

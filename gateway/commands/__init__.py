@@ -10,6 +10,7 @@
 - ``identity``: /whoami, /restart
 - ``skills``: the installed skills as ``/<skill-name>`` commands (``SkillCommands``);
   ``native``: the commands registered in the platforms' own menus
+- ``models``: /model (and its menu's presses); ``usage``: /usage
 """
 
 from gateway.commands.approvals import register_approval_commands
@@ -18,9 +19,11 @@ from gateway.commands.cron import JOBS_OFF, chat_owner, job_json, job_zone, loca
 from gateway.commands.cron_tool import TurnCronPorts, TurnJobs
 from gateway.commands.identity import register_identity_commands
 from gateway.commands.misc import register_misc_commands
+from gateway.commands.models import register_model_commands
 from gateway.commands.sessions import register_session_commands
 from gateway.commands.skills import SkillCommands, command_name, skill_clashes
 from gateway.commands.tools import register_tools_commands, render_tools, tools_report
+from gateway.commands.usage import describe_usage, register_usage_commands
 from gateway.routing.commands import CommandRegistry
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "TurnJobs",
     "chat_owner",
     "command_name",
+    "describe_usage",
     "job_json",
     "job_zone",
     "local_time",
@@ -48,3 +52,5 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_approval_commands(registry)
     register_cron_commands(registry)
     register_identity_commands(registry)
+    register_model_commands(registry)
+    register_usage_commands(registry)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from gateway.routing.commands import Command, CommandContext, CommandRegistry
+from gateway.routing.models import effective_model
 from gateway.scheduler import JobOwner, jobs_of
 
 
@@ -35,7 +36,8 @@ async def _status(ctx: CommandContext) -> str:
         count = session.get("message_count") or 0  # kept current by every append
         title = session.get("title") or "(untitled)"
         lines += [f"Session: {session_id}", f"Title: {title}", f"Messages: {count}"]
-    lines.append(f"Model: {s.model_name or 'not configured'}")
+    model, _ = await effective_model(s.store, s.config.settings, ctx.message, session_id)  # what /model set too
+    lines.append(f"Model: {model or 'not configured'}")
     running = "a reply is being written" if s.lanes.busy(ctx.session_key) else "idle"
     lines.append(f"This chat: {running}; {s.lanes.waiting(ctx.session_key)} message(s) waiting")
     asked = s.approvals.in_chat(ctx.message.platform, ctx.message.chat_id, ctx.message.thread_id)

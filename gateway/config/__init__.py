@@ -11,6 +11,7 @@ from gateway.config.cron import CronConfig
 from gateway.config.envfile import read_dotenv
 from gateway.config.loading import LoadedConfig, default_home, env_sections, load_config
 from gateway.config.mcp import mcp_secrets, mcp_specs
+from gateway.config.model_list import AllowedModel, ModelsConfig, PricesConfig
 from gateway.config.models import (
     AgentConfig,
     AuthConfig,
@@ -33,13 +34,14 @@ from gateway.config.models import (
     secret_values,
 )
 from gateway.config.reference import settings_table
-from gateway.config.suggest import known_keys
+from gateway.config.suggest import closest, known_keys
 from gateway.errors import EX_CONFIG, ConfigError
 
 __all__ = [
     "EX_CONFIG",
     "REFERENCE_ALIASES",
     "AgentConfig",
+    "AllowedModel",
     "AuthConfig",
     "ConfigError",
     "CronConfig",
@@ -50,7 +52,9 @@ __all__ = [
     "MediaConfig",
     "ModelConfig",
     "ModelPrice",
+    "ModelsConfig",
     "PlatformsConfig",
+    "PricesConfig",
     "ReferenceAlias",
     "SessionResetConfig",
     "SessionSearchConfig",
@@ -61,6 +65,7 @@ __all__ = [
     "SttConfig",
     "ToolsetsConfig",
     "TtsConfig",
+    "closest",
     "default_home",
     "env_sections",
     "known_keys",

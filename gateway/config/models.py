@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from adapters.api_server import ApiServerSettings
 from adapters.discord import DiscordSettings
@@ -17,6 +17,7 @@ from adapters.settings import EnvSection, env_name, id_list
 from adapters.slack import SlackSettings
 from adapters.telegram import TelegramSettings
 from gateway.config.cron import CronConfig
+from gateway.config.model_list import ModelsConfig
 from gateway.config.tools import McpServerConfig, ToolsConfig
 
 __all__ = [
@@ -284,6 +285,8 @@ class ModelPrice(_Section):
 
 class Settings(_Section):
     model: ModelConfig = Field(default_factory=ModelConfig)
+    #: the models /model may switch to, with labels and prices (``gateway.config.model_list``)
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
     gateway: GatewayConfig = Field(default_factory=GatewayConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
     session_reset: SessionResetConfig = Field(default_factory=SessionResetConfig)
@@ -305,6 +308,16 @@ class Settings(_Section):
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     #: model name -> its prices (no entry: that model's cost is not shown)
     pricing: dict[str, ModelPrice] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _channel_models_allowed(self) -> Settings:
+        allowed = {m.name for m in self.models.allowed}
+        for name in type(self.platforms).model_fields:
+            channels = getattr(getattr(self.platforms, name), "channel_models", None) or {}
+            for chat, model in channels.items():
+                if allowed and model not in allowed:
+                    raise ValueError(f"platforms.{name}.channel_models.{chat}: {model!r} is not in models.allowed")
+        return self
 
 
 def secret_values(model: BaseModel) -> list[str]:

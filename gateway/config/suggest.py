@@ -10,7 +10,7 @@ from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["describe", "known_keys"]
+__all__ = ["closest", "describe", "known_keys"]
 
 
 def _step(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
@@ -38,6 +38,13 @@ def known_keys(root: type[BaseModel], path: Sequence[str | int]) -> list[str]:
             return []
         model, in_dict = _step(info.annotation)
     return [] if model is None or in_dict else list(model.model_fields)
+
+
+def closest(word: str, choices: Sequence[str]) -> str | None:
+    """The choice ``word`` was probably meant to be ("did you mean"), case aside; None when none is close."""
+    lowered = {c.lower(): c for c in choices}
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=0.5)
+    return lowered[close[0]] if close else None
 
 
 def _unknown(root: type[BaseModel], loc: tuple[str | int, ...], source: str) -> str:

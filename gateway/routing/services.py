@@ -22,6 +22,7 @@ from gateway.routing.delivery import Delivery
 from gateway.routing.home_channels import HomeChannels
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
+from gateway.routing.models import ModelPickers
 from gateway.routing.owners import Owners
 from gateway.routing.restart import RestartSwitch
 from gateway.routing.session_index import SessionIndex
@@ -116,4 +117,6 @@ class Services:
     skill_commands: SkillCommandsPort | None = None
     #: /restart's switch (``gateway.routing.restart``); None: this run cannot restart itself
     restart: RestartSwitch | None = None
+    #: the /model menus waiting for a press
+    pickers: ModelPickers = field(default_factory=ModelPickers)
     started_at: float = field(default_factory=time.time)

@@ -12,6 +12,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 import structlog
 
@@ -36,6 +37,7 @@ from gateway.logs import redact
 from gateway.media import TakenMedia, TurnFiles, attach_linked_images, note_files, speak_answer
 from gateway.routing.approvals import TurnApprover
 from gateway.routing.delivery import record_stream, settle_reply
+from gateway.routing.models import revert_rejected, turn_model
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
 from gateway.routing.session_index import Binding
@@ -246,10 +248,15 @@ class Turns:
             usage: TokenUsage | None = None
             kind = SendKind.REPLY
             started = time.perf_counter()
-            try:
+            try:  # the model /model chose (a state.db read: a failure is told like the turn's own)
+                request = replace(request, model=await turn_model(services.store, services.config.settings, msg,
+                                                                  binding.session_id))
                 result = await self._make_agent(services, request).run_turn(request)
                 reply = result.text
                 usage = TokenUsage(result.usage.input_tokens, result.usage.output_tokens)
+                if result.rejected_model is not None:  # the answer is the fallback's: say so (setting reverted)
+                    note = await revert_rejected(services.store, services.config.settings, msg, binding.session_id,
+                                                 result.rejected_model, note)
                 if files is not None:
                     await self._answer_files(reply, files, taken, outbox.id if outbox is not None else None)
             except asyncio.CancelledError:

@@ -73,6 +73,11 @@ def check_components(components: Any, root: str = "components") -> list[dict[str
         at = [root, str(r)]
         if not isinstance(row, Mapping) or row.get("type") != 1:
             raise _error([*at, "type"], "UNION_TYPE_CHOICES", "Value of field \"type\" must be one of (1,).")
+        if any(isinstance(c, Mapping) and c.get("type") == 3 for c in row.get("components") or []):
+            from ._discord_selects import check_select_row  # a string select: alone in its row
+
+            check_select_row(row, at, seen)
+            continue
         buttons = row.get("components")
         if not isinstance(buttons, list) or not 1 <= len(buttons) <= MAX_BUTTONS:
             raise _error([*at, "components"], "BASE_TYPE_BAD_LENGTH", f"Must be between 1 and {MAX_BUTTONS} in length.")

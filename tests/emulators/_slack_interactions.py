@@ -70,7 +70,12 @@ def check_blocks(blocks: Any) -> str | None:
             if not isinstance(elements, list) or not 1 <= len(elements) <= MAX_ELEMENTS:
                 return f"must provide 1 to {MAX_ELEMENTS} items [json-pointer:{at}/elements]"
             for j, element in enumerate(elements):
-                problem = _check_button(element, f"{at}/elements/{j}", action_ids)
+                if isinstance(element, dict) and element.get("type") == "static_select":
+                    from ._slack_selects import check_static_select
+
+                    problem = check_static_select(element, f"{at}/elements/{j}", action_ids)
+                else:
+                    problem = _check_button(element, f"{at}/elements/{j}", action_ids)
                 if problem is not None:
                     return problem
     return None

@@ -33,6 +33,7 @@ Wire behaviour
 * Attachments (``_discord_cdn``): a user's message can carry files (``attachments`` with signed CDN URLs,
   voice messages with ``IS_VOICE_MESSAGE``), served by this fake's own HTTP server; without the
   message-content intent they are stripped like ``content``.
+* String select menus (``_discord_selects``): type 3 in its own row, validated; ``user_selects``.
 * Components and interactions (``_discord_interactions``): buttons on the bot's messages (validated:
   5 rows of 5 buttons, ``custom_id`` 1-100 characters and unique, labels of at most 80, else 400 code
   50035 with Discord's ``errors`` tree); ``user_presses(message_id, custom_id, user=)`` sends an
@@ -85,6 +86,7 @@ from ._base import FakeServer
 from ._discord_cdn import IS_VOICE_MESSAGE, MAX_ATTACHMENTS, DiscordCDN, DiscordFile
 from ._discord_commands import AppCommands
 from ._discord_interactions import DiscordFormError, InteractionMethods, Press, check_components
+from ._discord_selects import SelectMethods
 from ._discord_uploads import MAX_NONCE, NonceBook, Upload, read_multipart
 
 __all__ = [
@@ -131,7 +133,7 @@ class _DiscordHTTPError(Exception):
         self.status, self.message, self.code = status, message, code
 
 
-class FakeDiscord(InteractionMethods, FakeServer):
+class FakeDiscord(SelectMethods, InteractionMethods, FakeServer):
     platform = "discord"
 
     def __init__(

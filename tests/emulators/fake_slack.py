@@ -29,6 +29,7 @@
 - **Uploads** (``_slack_uploads``): ``files.getUploadURLExternal``, the upload URL, and
   ``files.completeUploadExternal`` (the files shared as one message); ``upload_limit`` caps a file,
   ``uploads`` keeps what arrived.
+- **Select menus** (``_slack_selects``): ``static_select`` elements validated; ``user_selects``.
 - **Blocks and presses** (``_slack_interactions``): Block Kit ``blocks`` on ``chat.postMessage`` /
   ``chat.update`` (validated: ``invalid_blocks``); ``user_presses(channel, ts, action_id, user=)``
   delivers a ``block_actions`` payload as an ``interactive`` envelope, or a signed form POST in HTTP
@@ -59,6 +60,7 @@ from ._base import FakeServer, SentMessage
 from ._slack_chat import BOT_ID, BOT_USER, STREAM_METHODS, TIER_LIMITS, ChatMethods
 from ._slack_files import LOGIN_PAGE, SlackFile, SlackFiles
 from ._slack_interactions import InteractionMethods, sign
+from ._slack_selects import SelectMethods
 from ._slack_uploads import UPLOAD_LIMIT, PendingUpload, UploadMethods
 
 __all__ = [
@@ -97,7 +99,7 @@ class _Socket:
         self.closed = asyncio.Event()
 
 
-class FakeSlack(ChatMethods, UploadMethods, InteractionMethods, FakeServer):
+class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, FakeServer):
     platform = "slack"
 
     def __init__(

@@ -29,6 +29,8 @@ A chat request's body is recorded whole, so a test sees every content part it ca
 ``POST /v1/audio/transcriptions`` is answered by ``transcriptions`` (``_openai_audio.py``),
 which has its own script and record of the form fields and file bytes it got;
 ``POST /v1/audio/speech`` by ``speech`` (``_openai_speech.py``), which speaks as a real OGG/Opus file.
+``served`` (None: any name) is the set of models it serves; a request for another gets OpenAI's 404
+``model_not_found`` (``_openai_models.py``), before the script is touched.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from ._openai_audio import FakeTranscriptions
+from ._openai_models import model_list, unknown_model
 from ._openai_speech import FakeSpeech
 from ._openai_stream import BreakMode, StreamBreak, StreamRecord, write_stream
 
@@ -125,6 +128,7 @@ class FakeOpenAI:
         first_token_delay: float = 0.0,
         tokens_per_second: float | None = None,
         ignore_stream: bool = False,
+        served: Sequence[str] | None = None,
     ) -> None:
         self.first_token_delay = first_token_delay
         self.tokens_per_second = tokens_per_second
@@ -132,6 +136,7 @@ class FakeOpenAI:
         self.streams: list[StreamRecord] = []
         self.responder = responder
         self.model = model
+        self.served: set[str] | None = set(served) if served is not None else None
         self.api_key = api_key  # when set, requests without "Bearer <api_key>" get a 401
         self.requests: list[RecordedRequest] = []
         self.transcriptions = FakeTranscriptions()
@@ -288,8 +293,7 @@ class FakeOpenAI:
         denied = self._unauthorized(recorded)
         if denied is not None:
             return denied
-        data = [{"id": self.model, "object": "model", "created": 0, "owned_by": "fake"}]
-        return web.json_response({"object": "list", "data": data})
+        return web.json_response(model_list(self.served, self.model))
 
     async def _transcription(self, request: web.Request) -> web.StreamResponse:
         if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
@@ -310,7 +314,7 @@ class FakeOpenAI:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         recorded = await self._record(request)
         # A real provider refuses a bad key before anything else: the script is left as it is.
-        denied = self._unauthorized(recorded)
+        denied = self._unauthorized(recorded) or unknown_model(self.served, recorded.body)
         if denied is not None:
             return denied
         for hold in self._holds:
