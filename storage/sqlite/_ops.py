@@ -268,6 +268,24 @@ def _delete_sessions(conn: sqlite3.Connection, ids: list[str]) -> int:
     return deleted
 
 
+def delete_sessions(conn: sqlite3.Connection, session_ids: list[str]) -> int:
+    """Delete these sessions with their messages (the FTS index follows), files' rows and settings."""
+    return _delete_sessions(conn, list(session_ids))
+
+
+def replace_with_marker(conn: sqlite3.Connection, message_ids: list[int], marker: str) -> int:
+    """Replace these messages' words by ``marker`` in place (a shared conversation keeps its
+    shape, its FTS rows follow by trigger); how many were replaced."""
+    replaced = 0
+    for start in range(0, len(message_ids), 500):
+        chunk = message_ids[start : start + 500]
+        replaced += conn.execute(
+            "UPDATE messages SET content = ?, tool_calls = NULL, tool_name = NULL, reasoning = NULL, "
+            "reasoning_content = NULL, reasoning_details = NULL, codex_reasoning_items = NULL, "
+            f"codex_message_items = NULL WHERE id IN ({','.join('?' * len(chunk))})", (marker, *chunk)).rowcount
+    return replaced
+
+
 def delete_session(conn: sqlite3.Connection, session_id: str) -> bool:
     return _delete_sessions(conn, [session_id]) == 1
 
