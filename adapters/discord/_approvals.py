@@ -67,10 +67,11 @@ def _fit(text: str) -> str:
     return text if len(text) <= MAX_CONTENT else text[: MAX_CONTENT - 1] + "…"
 
 
-def approval_components(approval_id: str) -> list[dict[str, Any]]:
-    """One action row with the three answers (labels from ``APPROVAL_CHOICES``)."""
+def approval_components(approval_id: str, choices: tuple[tuple[ApprovalChoice, str], ...] = APPROVAL_CHOICES
+                        ) -> list[dict[str, Any]]:
+    """One action row with the answers (labels from ``APPROVAL_CHOICES``, or the prompt's own)."""
     buttons = [{"type": BUTTON, "style": BUTTON_STYLES[choice], "label": label,
-                "custom_id": approval_data(approval_id, choice)} for choice, label in APPROVAL_CHOICES]
+                "custom_id": approval_data(approval_id, choice)} for choice, label in choices]
     return [{"type": ACTION_ROW, "components": buttons}]
 
 
@@ -155,7 +156,7 @@ class ApprovalButtons:
     # ------------------------------------------------------------------ out
 
     async def send(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str:
-        payload: dict[str, Any] = {"content": _fit(prompt.text), "components": approval_components(prompt.approval_id),
+        payload: dict[str, Any] = {"content": _fit(prompt.text), "components": approval_components(prompt.approval_id, prompt.choices),
                                    "allowed_mentions": {"parse": []}}
         if target.reply_to and target.reply_to != target.thread_id and target.reply_to.isdigit():
             # The question under the message that asked; in a thread started from it, it is there already.

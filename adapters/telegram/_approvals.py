@@ -20,7 +20,14 @@ from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, 
 from telegram.error import BadRequest, TelegramError
 
 from .._text import clean_text
-from ..approvals import APPROVAL_CHOICES, ApprovalPrompt, approval_command, approval_data, parse_approval_data
+from ..approvals import (
+    APPROVAL_CHOICES,
+    ApprovalChoice,
+    ApprovalPrompt,
+    approval_command,
+    approval_data,
+    parse_approval_data,
+)
 from ..base import ChatType, InboundMessage, MalformedUpdateError, OutboundMessage
 from ._client import BotConnection
 from ._inbound import PLATFORM
@@ -33,10 +40,11 @@ log = structlog.get_logger("hermes.telegram")
 _CHAT_TYPES = {"private": ChatType.DM, "group": ChatType.GROUP, "supergroup": ChatType.GROUP}
 
 
-def keyboard(approval_id: str) -> InlineKeyboardMarkup:
+def keyboard(approval_id: str, choices: tuple[tuple[ApprovalChoice, str], ...] = APPROVAL_CHOICES
+             ) -> InlineKeyboardMarkup:
     """One row: Approve, Always, Deny (``callback_data`` ``apv:<choice>:<id>``, far below 64 bytes)."""
     return InlineKeyboardMarkup([[InlineKeyboardButton(label, callback_data=approval_data(approval_id, choice))
-                                  for choice, label in APPROVAL_CHOICES]])
+                                  for choice, label in choices]])
 
 
 class ApprovalButtons:
@@ -51,7 +59,7 @@ class ApprovalButtons:
 
             async def post(t: object) -> int:
                 return await bot.send_raw_message(where.chat, text, parse_mode=None, thread=where.thread,
-                                                  reply=where.reply, markup=keyboard(prompt.approval_id))
+                                                  reply=where.reply, markup=keyboard(prompt.approval_id, prompt.choices))
 
             sent = await self._sender.call(target.chat_id, where, post)
             self._sender.placed(target)

@@ -7,6 +7,7 @@
 - ``tools``: /tools
 - ``approvals``: /approve, /deny (the answers to a tool's approval question)
 - ``cron``: /cron (scheduled jobs); ``cron_tool``: the agent's ``cronjob`` tool's port per turn
+- ``userdata``: /export-my-data, /forget-me (a sender's own data)
 """
 
 from gateway.commands.approvals import register_approval_commands
@@ -16,6 +17,7 @@ from gateway.commands.cron_tool import TurnCronPorts, TurnJobs
 from gateway.commands.misc import register_misc_commands
 from gateway.commands.sessions import register_session_commands
 from gateway.commands.tools import register_tools_commands, render_tools, tools_report
+from gateway.commands.userdata import register_userdata_commands
 from gateway.routing.commands import CommandRegistry
 
 __all__ = [
@@ -39,3 +41,4 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_tools_commands(registry)
     register_approval_commands(registry)
     register_cron_commands(registry)
+    register_userdata_commands(registry)

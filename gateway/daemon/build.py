@@ -37,6 +37,7 @@ from gateway.scheduler import Jobs
 from gateway.scheduler.clock import Clock, SystemClock
 from gateway.scheduler.run import RunStarter
 from gateway.scheduler.scheduler import Scheduler
+from gateway.userdata import UserData
 from storage import MediaStore, StateStore
 
 
@@ -86,6 +87,7 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         jobs=jobs,
         cron_ports=TurnCronPorts(),
         owners=Owners(settings.auth.owners),
+        userdata=UserData(store, blobs, config.home),
     )
     if memory_flush is None and default is not None:
         memory_flush = default.memory_flush

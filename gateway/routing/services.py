@@ -90,4 +90,7 @@ class Services:
     cron_ports: CronPorts | None = None
     #: who owns this gateway (``auth.owners``, and owners recorded by pairing)
     owners: Owners = field(default_factory=Owners)
+    #: a sender's export and forget, a ``gateway.userdata.UserData`` (None: a test without it). Routing
+    #: sits below that room: read it typed with ``gateway.userdata.userdata_of(services)``.
+    userdata: Any = None
     started_at: float = field(default_factory=time.time)

@@ -29,7 +29,8 @@ from .._senders import SenderSession
 from ._attachments import for_messages
 from ._cron import _JOB_COLUMNS, _job
 
-__all__ = ["is_alone_key", "iter_messages", "jobs_of", "own_message_ids", "record_sender", "sessions_of"]
+__all__ = ["dm_chat", "is_alone_key", "iter_messages", "jobs_of", "keys_of", "own_message_ids", "record_sender",
+           "sessions_of"]
 
 #: rows fetched per step of an export's read (memory stays bounded whatever the history)
 BATCH = 500
@@ -163,3 +164,19 @@ def jobs_of(conn: sqlite3.Connection, platform: str, user_id: str) -> list[CronJ
     rows = conn.execute(f"SELECT {_JOB_COLUMNS} FROM gateway_cron_jobs WHERE owner_platform = ? "
                         "AND owner_user_id = ? ORDER BY created_at, id", (platform, user_id)).fetchall()
     return [_job(r) for r in rows]
+
+
+def dm_chat(conn: sqlite3.Connection, platform: str, user_id: str) -> str | None:
+    """The chat id of the sender's direct messages with the bot, as last seen (None: never seen)."""
+    row = conn.execute(
+        "SELECT chat_id FROM gateway_session_index WHERE platform = ? AND user_id = ? AND chat_type = 'dm' "
+        "AND chat_id IS NOT NULL ORDER BY updated_at DESC LIMIT 1", (platform, user_id)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def keys_of(conn: sqlite3.Connection, platform: str, user_id: str) -> list[str]:
+    """The chat keys the sender's messages were routed to (where a turn of theirs may run)."""
+    return [str(r[0]) for r in conn.execute(
+        "SELECT session_key FROM gateway_session_index WHERE platform = ? AND user_id = ? "
+        "UNION SELECT session_key FROM gateway_session_bindings WHERE platform = ? AND user_id = ?",
+        (platform, user_id, platform, user_id))]
