@@ -11,7 +11,14 @@ profile of the installation's user, taken to be the owner: an owner's export lis
 owner's forget clears it; MEMORY.md (the assistant's notes about its environment) is nobody's.
 """
 
-from gateway.userdata.confirm import CONFIRM_PREFIX, CONFIRM_SECONDS, Confirmations, PendingForget, Taken
+from gateway.userdata.confirm import (
+    CONFIRM_PREFIX,
+    CONFIRM_SECONDS,
+    Confirmations,
+    PendingForget,
+    Taken,
+    parse_sender,
+)
 from gateway.userdata.export import FORMAT, ExportSummary, write_export
 from gateway.userdata.forget import ForgetReport, Forgetter, clear_profile
 from gateway.userdata.service import ExportSent, UserData, userdata_of
@@ -29,6 +36,7 @@ __all__ = [
     "Taken",
     "UserData",
     "clear_profile",
+    "parse_sender",
     "userdata_of",
     "write_export",
 ]

@@ -14,7 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["CONFIRM_PREFIX", "CONFIRM_SECONDS", "Confirmations", "PendingForget", "Taken"]
+from gateway.errors import RequestError
+
+__all__ = ["CONFIRM_PREFIX", "CONFIRM_SECONDS", "Confirmations", "PendingForget", "Taken", "parse_sender"]
 
 #: how long a request waits for its confirmation
 CONFIRM_SECONDS = 120.0
@@ -72,3 +74,11 @@ class Confirmations:
         if time.monotonic() > pending.deadline:
             return Taken("expired", pending)
         return Taken("ok", pending)
+
+
+def parse_sender(text: str) -> tuple[str, str]:
+    """``PLATFORM:ID`` (as ``telegram:123``) -> (platform, user id); a clear error for anything else."""
+    platform, sep, user_id = text.strip().partition(":")
+    if not sep or not platform or not user_id.strip():
+        raise RequestError(f"a sender is PLATFORM:ID (as telegram:123456), not {text!r}")
+    return platform.lower(), user_id.strip()

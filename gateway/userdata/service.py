@@ -74,9 +74,14 @@ class UserData:
 
     # ------------------------------------------------------------------ export
 
+    @staticmethod
+    def profile_of(home: Path) -> tuple[str, ...]:
+        """The memory entries an owner's export lists: the profile (USER.md)."""
+        return MemoryStore(home).entries("user")
+
     def profile(self, owner: bool) -> tuple[str, ...] | None:
-        """The memory entries an export lists: the owner's profile (USER.md), for an owner only."""
-        return MemoryStore(self.home).entries("user") if owner else None
+        """The memory entries an export lists: the owner's profile, for an owner only."""
+        return self.profile_of(self.home) if owner else None
 
     async def write_file(self, platform: str, user_id: str, *, owner: bool) -> tuple[Path, ExportSummary]:
         """The export in a new temporary file (the caller removes it); built on a reader thread."""
