@@ -127,6 +127,8 @@ async def _answer(ctx: CommandContext, ud: UserData, request_id: str | None, cho
     await _settle(ctx, pending, "🗑 Deleting your data…")
     sender = (pending.platform, pending.user_id)
     ud.forgetting.add(sender)
+    if msg.awaits_answer:  # the HTTP API: the report is the answer to this request
+        return await _forgotten(ctx.services, ud, pending)
     task = asyncio.get_running_loop().create_task(_run(ctx.services, ud, pending), name="userdata:forget")
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
@@ -151,6 +153,13 @@ async def _settle(ctx: CommandContext, pending: PendingForget, outcome: str) -> 
 
 
 async def _run(services: Services, ud: UserData, pending: PendingForget) -> None:
+    text = await _forgotten(services, ud, pending)
+    await services.delivery.send(OutboundMessage(pending.platform, pending.chat_id, text, pending.thread_id, None,
+                                                 SendKind.NOTICE))
+
+
+async def _forgotten(services: Services, ud: UserData, pending: PendingForget) -> str:
+    """Forget the sender; the report (or what went wrong) for them."""
     owner = services.owners.is_owner(pending.platform, pending.user_id)
     try:
         report = await ud.forgetter.forget(pending.platform, pending.user_id,
@@ -162,8 +171,7 @@ async def _run(services: Services, ud: UserData, pending: PendingForget) -> None
                 "was (send /forget-me again), or the rest is finished when the gateway next starts.")
     finally:
         ud.forgetting.discard((pending.platform, pending.user_id))
-    await services.delivery.send(OutboundMessage(pending.platform, pending.chat_id, text, pending.thread_id, None,
-                                                 SendKind.NOTICE))
+    return text
 
 
 def register_userdata_commands(registry: CommandRegistry) -> None:

@@ -1,6 +1,6 @@
 """/forget-me through the whole daemon on Slack (FakeSlack, Socket Mode): the question is Block Kit
 with two buttons (a press is a ``block_actions`` payload, as an approval's); bob's press is refused,
-alice's deletes her data and nothing of bob's. /export-my-data in her DM comes back as a file there."""
+alice's deletes her data and nothing of bob's."""
 
 from __future__ import annotations
 
