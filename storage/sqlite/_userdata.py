@@ -8,8 +8,9 @@ A sender is (platform, user id). Their sessions are found three ways:
 - ``gateway_message_senders`` (gateway step 13): the sender of each user message stored since.
 
 A session is *theirs alone* when every key it was ever bound to is theirs alone (their DM, or
-their own session in a group: ``group_sessions_per_user``) and no other person's message is
-recorded in it; the sessions of their scheduled jobs' runs are theirs too. Every other session
+their own session in a group: ``group_sessions_per_user``; a key is theirs once a message of
+theirs bound it, so a compression's continuation bound to it later is theirs too) and no other
+person's message is recorded in it; the sessions of their scheduled jobs' runs are theirs too. Every other session
 they are found in is *shared*, and only their own messages in it are theirs: those with a
 sender row naming them. A shared session's messages stored before step 13 name nobody and are
 not found (the README says so).
@@ -65,7 +66,17 @@ def record_sender(conn: sqlite3.Connection, session_id: str, platform: str, user
     )
 
 
-def _candidates(conn: sqlite3.Connection, platform: str, user_id: str) -> set[str]:
+def _alone_keys(conn: sqlite3.Connection, platform: str, user_id: str) -> set[str]:
+    """The keys that are the sender's alone: their DM's, their own in groups (bound by them at least
+    once; later bindings of the same key without a message, as a compression's, count as theirs)."""
+    rows = conn.execute(
+        "SELECT session_key FROM gateway_session_bindings WHERE platform = ? AND user_id = ? "
+        "UNION SELECT session_key FROM gateway_session_index WHERE platform = ? AND user_id = ?",
+        (platform, user_id, platform, user_id)).fetchall()
+    return {str(r[0]) for r in rows if is_alone_key(str(r[0]), platform, user_id, user_id)}
+
+
+def _candidates(conn: sqlite3.Connection, platform: str, user_id: str, alone_keys: set[str]) -> set[str]:
     found: set[str] = set()
     for sql, params in (
         ("SELECT session_id FROM gateway_session_bindings WHERE platform = ? AND user_id = ?", (platform, user_id)),
@@ -75,6 +86,9 @@ def _candidates(conn: sqlite3.Connection, platform: str, user_id: str) -> set[st
          (platform, user_id)),
     ):
         found.update(str(r[0]) for r in conn.execute(sql, params))
+    for key in alone_keys:
+        found.update(str(r[0]) for r in conn.execute(
+            "SELECT session_id FROM gateway_session_bindings WHERE session_key = ?", (key,)))
     return found
 
 
@@ -84,18 +98,17 @@ def _cron_sessions(conn: sqlite3.Connection, platform: str, user_id: str) -> set
         "WHERE j.owner_platform = ? AND j.owner_user_id = ? AND r.session_id IS NOT NULL", (platform, user_id))}
 
 
-def _alone(conn: sqlite3.Connection, session_id: str, platform: str, user_id: str) -> bool:
+def _alone(conn: sqlite3.Connection, session_id: str, platform: str, user_id: str, alone_keys: set[str]) -> bool:
     others = conn.execute(
         "SELECT 1 FROM gateway_message_senders WHERE session_id = ? AND NOT (platform = ? AND user_id = ?) LIMIT 1",
         (session_id, platform, user_id)).fetchone()
     if others is not None:
         return False
-    keys = conn.execute(
-        "SELECT session_key, user_id FROM gateway_session_bindings WHERE session_id = ? "
-        "UNION SELECT session_key, user_id FROM gateway_session_index WHERE session_id = ?",
-        (session_id, session_id)).fetchall()
+    keys = {str(r[0]) for r in conn.execute(
+        "SELECT session_key FROM gateway_session_bindings WHERE session_id = ? "
+        "UNION SELECT session_key FROM gateway_session_index WHERE session_id = ?", (session_id, session_id))}
     if keys:
-        return all(is_alone_key(str(k), platform, user_id, u) for k, u in keys)
+        return keys <= alone_keys
     # Never bound to a chat key (a terminal session, a compression's continuation not bound yet):
     # theirs when they started it.
     row = conn.execute("SELECT 1 FROM sessions WHERE id = ? AND source = ? AND user_id = ?",
@@ -106,14 +119,15 @@ def _alone(conn: sqlite3.Connection, session_id: str, platform: str, user_id: st
 def sessions_of(conn: sqlite3.Connection, platform: str, user_id: str) -> list[SenderSession]:
     """Every session the sender took part in, oldest first, each marked theirs alone or shared."""
     cron = _cron_sessions(conn, platform, user_id)
-    candidates = _candidates(conn, platform, user_id) | cron
+    alone_keys = _alone_keys(conn, platform, user_id)
+    candidates = _candidates(conn, platform, user_id, alone_keys) | cron
     out: list[SenderSession] = []
     for sid in candidates:
         row = conn.execute("SELECT id, source, title, started_at, ended_at FROM sessions WHERE id = ?",
                            (sid,)).fetchone()
         if row is None:  # a stale binding of a deleted session
             continue
-        alone = sid in cron or _alone(conn, sid, platform, user_id)
+        alone = sid in cron or _alone(conn, sid, platform, user_id, alone_keys)
         out.append(SenderSession(str(row["id"]), str(row["source"]), row["title"], float(row["started_at"]),
                                  None if row["ended_at"] is None else float(row["ended_at"]), alone))
     out.sort(key=lambda s: (s.started_at, s.session_id))

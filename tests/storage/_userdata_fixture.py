@@ -54,6 +54,12 @@ def populate(conn: sqlite3.Connection, *, alice_dm_messages: int = 3) -> None:
                             name="me.png", size=10, sha256=ALICE_SHA)
         _say(conn, "s-alice-dm", None, f"answer {i}")
     ops.set_session_title(conn, "s-alice-dm", "alice plans")
+    # Compressed: a continuation (its summary names her words) bound to her DM without a message.
+    ops.create_session(conn, "s-alice-dm-2", "telegram", user_id=ALICE, parent_session_id="s-alice-dm")
+    ops.append_message(conn, "s-alice-dm-2", "user", f"[summary] she wrote {ALICE_WORD}")
+    ops.end_session(conn, "s-alice-dm", "compression")
+    bindings.bind(conn, DM_A, "s-alice-dm-2", platform="telegram", chat_id=None, chat_type=None, thread_id=None,
+                  user_id=None, now=time.time())
     _session(conn, GROUP_A, "s-alice-group", ALICE, "-5", "group")
     _say(conn, "s-alice-group", ALICE, f"{ALICE_WORD} in the group, my own session")
     _say(conn, "s-alice-group", None, "sure")

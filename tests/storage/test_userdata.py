@@ -48,7 +48,7 @@ def _snapshot(conn: sqlite3.Connection, sessions: tuple[str, ...]) -> list[tuple
 async def test_sessions_of_tells_alone_from_shared(store: StateStore) -> None:
     mine = await store.read(lambda c: userdata.sessions_of(c, "telegram", ALICE))
     assert {(s.session_id, s.alone) for s in mine} == {
-        ("s-alice-dm", True), ("s-alice-group", True), ("s-topic", False)}
+        ("s-alice-dm", True), ("s-alice-dm-2", True), ("s-alice-group", True), ("s-topic", False)}
     bobs = await store.read(lambda c: userdata.sessions_of(c, "telegram", BOB))
     assert {(s.session_id, s.alone) for s in bobs} == {("s-bob-dm", True), ("s-topic", False)}
     # Another platform's user with the same id is someone else.
@@ -73,8 +73,8 @@ async def test_forget_leaves_nothing_of_theirs_and_everything_of_the_others(stor
 
     outcome = await store.write(lambda c: forget.forget_sender(c, "telegram", ALICE, requested_by="telegram:100",
                                                                forget_memory=False, now=time.time()))
-    assert outcome.counts["sessions deleted"] == 2
-    assert outcome.counts["messages deleted"] == 8
+    assert outcome.counts["sessions deleted"] == 3  # her DM, its continuation, her own in the group
+    assert outcome.counts["messages deleted"] == 9
     assert outcome.counts["messages replaced by a marker in shared sessions"] == 1
     assert outcome.counts["scheduled jobs"] == 1
     # Her files: her DM's image, the export sent to her; the shared file is still named by bob's row.
@@ -128,6 +128,6 @@ async def test_a_failed_forget_deletes_nothing(store: StateStore) -> None:
                                                              forget_memory=False, now=time.time()))
     finally:
         forget.TABLE_FORGETTERS.remove(("broken", boom))
-    assert await store.read(lambda c: fts_hits(c, ALICE_WORD)) == 10  # 5 messages, both FTS tables
-    assert len(await store.read(lambda c: userdata.sessions_of(c, "telegram", ALICE))) == 3
+    assert await store.read(lambda c: fts_hits(c, ALICE_WORD)) == 12  # 6 messages, both FTS tables
+    assert len(await store.read(lambda c: userdata.sessions_of(c, "telegram", ALICE))) == 4
     assert await store.read(forget.unfinished) == []

@@ -37,7 +37,7 @@ async def test_export_and_forget_without_a_daemon(gateway_home: Path) -> None:
     data = json.loads(out.read_text())
     assert out.stat().st_mode & 0o777 == 0o600
     assert {s["id"]: s["shared"] for s in data["sessions"]} == {
-        "s-alice-dm": False, "s-alice-group": False, "s-topic": True}
+        "s-alice-dm": False, "s-alice-dm-2": False, "s-alice-group": False, "s-topic": True}
     assert BOB_WORD not in out.read_text() and [j["name"] for j in data["scheduled_jobs"]] == ["daily"]
     again = await asyncio.to_thread(users, gateway_home, "export", f"telegram:{ALICE}", "--out", str(out))
     assert again.code == 1 and "exists already" in again.err
@@ -50,7 +50,7 @@ async def test_export_and_forget_without_a_daemon(gateway_home: Path) -> None:
     assert unasked.code == 1 and "not a terminal" in unasked.err
     r = await asyncio.to_thread(users, gateway_home, "forget", f"telegram:{ALICE}", "--yes")
     assert r.code == 0, r.err
-    assert "sessions deleted: 2" in r.out and "messages replaced by a marker in shared sessions: 1" in r.out
+    assert "sessions deleted: 3" in r.out and "messages replaced by a marker in shared sessions: 1" in r.out
     conn = sqlite3.connect(str(gateway_home / "state.db"))
     try:
         assert fts_hits(conn, ALICE_WORD) == 0 and rows_naming(conn, ALICE) == []
