@@ -7,7 +7,9 @@ fresh child process (``python -m bench.userdata --child``) that opens a ``Reader
 ``gateway.userdata.write_export`` exactly as the daemon does, and reports its own peak RSS
 (``ru_maxrss``), the file's size and the seconds it took. The figure that matters is the
 difference between the two peaks: an export that held the messages would grow with them; a
-streamed one stays flat. ``BENCH_SCALE`` scales ``N``.
+streamed one stays flat. Last, the 100k person is forgotten (``storage.forget.forget_sender``, one
+transaction through the writer) and its duration printed: while it runs, other writes wait.
+``BENCH_SCALE`` scales ``N``.
 
 Target: the 100k export's peak RSS within 20 MiB of the 1k export's.
 """
@@ -25,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from storage import Reader, StateStore, ops, userdata
+from storage import Reader, StateStore, forget, ops, userdata
 
 SMALL, LARGE = 1_000, 100_000
 TARGET_MIB = 20.0
@@ -93,6 +95,16 @@ def main() -> int:
         growth = (rows[1]["peak_kib"] - rows[0]["peak_kib"]) / 1024
         verdict = "ok" if growth <= TARGET_MIB else "MISS"
         print(f"peak RSS growth from {small} to {large} messages: {growth:.1f} MiB (target <= {TARGET_MIB}) {verdict}")
+
+        async def forget_large() -> float:
+            async with StateStore(db) as store:
+                began = time.perf_counter()
+                await store.write(lambda c: forget.forget_sender(c, "telegram", "2", requested_by="bench",
+                                                                 forget_memory=False, now=time.time()))
+                return time.perf_counter() - began
+
+        took = asyncio.run(forget_large())
+        print(f"forget of {large} messages: one transaction of {took:.1f} s (the writer's other work waits for it)")
         return 0
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
