@@ -129,7 +129,7 @@ async def _answer(ctx: CommandContext, ud: UserData, request_id: str | None, cho
     ud.forgetting.add(sender)
     if msg.awaits_answer:  # the HTTP API: the report is the answer to this request
         return await _forgotten(ctx.services, ud, pending)
-    task = asyncio.get_running_loop().create_task(_run(ctx.services, ud, pending), name="userdata:forget")
+    task = asyncio.get_running_loop().create_task(_run(ctx.services, ud, pending, msg), name="userdata:forget")
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
     return None if _shown(ctx, pending) else "🗑 Deleting your data… the report follows."
@@ -152,7 +152,11 @@ async def _settle(ctx: CommandContext, pending: PendingForget, outcome: str) -> 
         log.warning("userdata.settle_failed", error_type=type(exc).__name__)
 
 
-async def _run(services: Services, ud: UserData, pending: PendingForget) -> None:
+async def _run(services: Services, ud: UserData, pending: PendingForget, confirmation: InboundMessage) -> None:
+    if confirmation.delivery_key is not None:
+        # The router records the confirming message as seen once this command returns: that record
+        # (it names the sender) is written first, so that the forget deletes it too.
+        await services.dedupe.settled(confirmation.platform, confirmation.delivery_key)
     text = await _forgotten(services, ud, pending)
     await services.delivery.send(OutboundMessage(pending.platform, pending.chat_id, text, pending.thread_id, None,
                                                  SendKind.NOTICE))
@@ -163,7 +167,7 @@ async def _forgotten(services: Services, ud: UserData, pending: PendingForget) -
     owner = services.owners.is_owner(pending.platform, pending.user_id)
     try:
         report = await ud.forgetter.forget(pending.platform, pending.user_id,
-                                           requested_by=f"{pending.platform}:{pending.user_id}", forget_memory=owner)
+                                           requested_by="the sender", forget_memory=owner)
         text = "\n".join(["✅ Your data is deleted:", *report.lines()])
     except Exception as exc:
         log.exception("userdata.forget_failed")

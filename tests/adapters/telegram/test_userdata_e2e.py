@@ -103,6 +103,8 @@ async def test_export_then_forget_with_the_button_leaves_nothing_of_hers(
             assert fts_hits(conn, ALICE_WORD) == 0
             assert rows_naming(conn, ALICE_WORD, inside=True) == []
             assert rows_naming(conn, alice_id) == []
+            # Nor inside any text (a delivery key, a ledger row, who asked for the forget).
+            assert rows_naming(conn, alice_id, inside=True) == []
             after = _messages(conn)
             assert [m for m in after if m in bob_before] == bob_before  # bob's rows as they were
             assert fts_hits(conn, BOB_WORD) == 4

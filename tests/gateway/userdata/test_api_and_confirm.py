@@ -4,6 +4,7 @@ two minutes, the asker only, one per sender."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import sqlite3
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import RequestError
-from gateway.userdata import Confirmations, parse_sender
+from gateway.userdata import Confirmations, UserData, parse_sender
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import run_gateway
 from tests.storage._userdata_fixture import fts_hits, rows_naming
@@ -71,3 +72,31 @@ def test_a_sender_is_platform_colon_id(text: str) -> None:
     with pytest.raises(RequestError):
         parse_sender(text)
     assert parse_sender("Telegram:123") == ("telegram", "123")
+
+
+async def test_an_owner_gets_the_profile_and_an_expired_confirmation_is_refused(
+        gateway_home: Path, fake_openai: FakeOpenAI) -> None:
+    await asyncio.to_thread((gateway_home / "memories").mkdir, parents=True)
+    await asyncio.to_thread((gateway_home / "memories" / "USER.md").write_text, "Likes tea\n§\nLives in Oslo")
+    async with run_gateway(gateway_home, fake_openai.base_url, config={"auth": {"owners": ["api-server:alice"]}}) as run:
+        fake_openai.reply("noted")
+        await _say(run, "hello")
+        answer = await _say(run, "/export-my-data")
+        link = re.search(r"/v1/files/[0-9a-f]{64}", answer)
+        assert link is not None
+        export = json.loads((await run.http.get(link.group(0))).content)
+        assert export["memory"] == {"user_profile": ["Likes tea", "Lives in Oslo"]}
+        bob = json.loads((await run.http.get(re.search(  # type: ignore[union-attr]
+            r"/v1/files/[0-9a-f]{64}", await _say(run, "/export-my-data", user="bob")).group(0))).content)
+        assert bob["memory"] is None and bob["sessions"] == []  # not an owner; no data
+
+        services = run.gateway.services
+        assert services is not None and isinstance(services.userdata, UserData)
+        services.userdata.confirmations = Confirmations(seconds=0.0)
+        await _say(run, "/forget-me")
+        await asyncio.sleep(0.01)
+        assert "Too late: that request has expired" in await _say(run, "/forget-me confirm")
+        services.userdata.confirmations = Confirmations()
+        await _say(run, "/forget-me")
+        assert (await _say(run, "/forget-me confirm")).startswith("✅ Your data is deleted")
+        assert (await asyncio.to_thread((gateway_home / "memories" / "USER.md").read_text)).strip() == ""
