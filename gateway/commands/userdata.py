@@ -10,8 +10,6 @@ no turn of the sender runs (``Lanes.is_running``) must not wait behind one.
 
 from __future__ import annotations
 
-import asyncio
-
 import structlog
 
 from adapters.approvals import ApprovalChoice, ApprovalPrompt
@@ -28,7 +26,6 @@ log = structlog.get_logger("hermes.userdata")
 _CHOICES: tuple[tuple[ApprovalChoice, str], ...] = (("approve", "🗑 Delete my data"), ("deny", "Cancel"))
 _OFF = "Your data cannot be exported or deleted from here: this gateway runs without that part."
 _NOBODY = "I cannot tell who sent this message, so there is no data of yours to find."
-_tasks: set[asyncio.Task[None]] = set()
 
 
 def _buttons(adapter: Adapter | None) -> bool:
@@ -129,9 +126,7 @@ async def _answer(ctx: CommandContext, ud: UserData, request_id: str | None, cho
     ud.forgetting.add(sender)
     if msg.awaits_answer:  # the HTTP API: the report is the answer to this request
         return await _forgotten(ctx.services, ud, pending)
-    task = asyncio.get_running_loop().create_task(_run(ctx.services, ud, pending, msg), name="userdata:forget")
-    _tasks.add(task)
-    task.add_done_callback(_tasks.discard)
+    ud.spawn(_run(ctx.services, ud, pending, msg), name="userdata:forget")
     return None if _shown(ctx, pending) else "🗑 Deleting your data… the report follows."
 
 

@@ -22,6 +22,7 @@ The file (``FORMAT``)::
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -93,8 +94,8 @@ def write_export(conn: sqlite3.Connection, path: Path, platform: str, user_id: s
     if began:
         conn.execute("BEGIN")  # one moment of state.db for the whole file
     try:
-        with path.open("x", encoding="utf-8") as out:
-            path.chmod(0o600)
+        # Created 0600 from the first byte (never readable by others, even for a moment).
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
             head = {"format": FORMAT, "version": 1, "sender": {"platform": platform, "user_id": user_id},
                     "exported_at": _iso(time.time() if now is None else now), "notes": list(_NOTES)}
             out.write(_dump(head)[:-1] + ',"sessions":[')

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +32,6 @@ class ForgetReport:
     files_removed: int = 0
     profile_entries_removed: int = 0
     resumed: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def lines(self) -> list[str]:
         shown = {k: v for k, v in self.counts.items() if k != "files"}

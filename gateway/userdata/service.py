@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -41,14 +42,16 @@ _EXPORT_LIMIT = 2**31
 _CHUNK = 256 * 2**10
 
 
+@dataclass(frozen=True)
 class ExportSent:
     """Where an export went, for the reply in the chat where it was asked."""
 
-    def __init__(self, summary: ExportSummary, *, chat_id: str | None, ok: bool, same_chat: bool) -> None:
-        self.summary = summary
-        self.chat_id = chat_id
-        self.ok = ok
-        self.same_chat = same_chat
+    summary: ExportSummary
+    #: the DM it went to (None: no DM is known, nothing was sent)
+    chat_id: str | None
+    ok: bool
+    #: it went to the chat where it was asked
+    same_chat: bool
 
 
 def userdata_of(services: Services) -> UserData | None:
@@ -71,6 +74,7 @@ class UserData:
         self.forgetter = Forgetter(store, blobs, home)
         #: forgets under way, by sender (a second request waits for none: it is refused)
         self.forgetting: set[tuple[str, str]] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ export
 
@@ -122,7 +126,7 @@ class UserData:
         path, summary = await self.write_file(msg.platform, user, owner=owner)
         try:
             if chat is None:
-                return ExportSent(summary, chat_id=None, ok=False, same_chat=False)
+                return ExportSent(summary, None, False, False)
             file = await self._stored(path, msg.platform)
         finally:
             with contextlib.suppress(OSError):
@@ -140,7 +144,7 @@ class UserData:
             self.blobs.release(file.id)
         log.info("userdata.exported", platform=msg.platform, sessions=summary.sessions, messages=summary.messages,
                  bytes=summary.bytes, delivered=ok)
-        return ExportSent(summary, chat_id=chat, ok=ok, same_chat=same)
+        return ExportSent(summary, chat, ok, same)
 
     # ------------------------------------------------------------------ forget
 
@@ -149,8 +153,16 @@ class UserData:
         keys = await self.store.read(lambda c: userdata.keys_of(c, platform, user_id))
         return next((k for k in (*also, *keys) if services.lanes.is_running(k)), None)
 
+    def spawn(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Run ``work`` (a forget and its report) in the background; ``aclose`` waits for it."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     async def aclose(self) -> None:
+        """Wait for forgets under way (their rows are one transaction: they finish or never were),
+        then for a VACUUM."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.forgetter.aclose()
 
-    def describe(self) -> dict[str, Any]:
-        return {"forgets_under_way": len(self.forgetting)}
