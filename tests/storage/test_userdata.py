@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from storage import FORGOTTEN_MARKER, StateStore, WriterSettings, forget, userdata
+from storage import FORGOTTEN_MARKER, StateStore, WriterSettings, forget, ops, userdata
 
 from ._userdata_fixture import (
     ALICE,
@@ -131,3 +131,15 @@ async def test_a_failed_forget_deletes_nothing(store: StateStore) -> None:
     assert await store.read(lambda c: fts_hits(c, ALICE_WORD)) == 12  # 6 messages, both FTS tables
     assert len(await store.read(lambda c: userdata.sessions_of(c, "telegram", ALICE))) == 4
     assert await store.read(forget.unfinished) == []
+
+
+async def test_a_shared_message_stored_before_senders_were_recorded_is_not_hers(store: StateStore) -> None:
+    """The documented limit: a message of a shared session without a sender row (written before
+    gateway step 13) names nobody, so neither her export nor her forget finds it."""
+    old = await store.write(lambda c: ops.append_message(c, "s-topic", "user", f"{ALICE_WORD} long ago"))
+    mine = await store.read(lambda c: list(userdata.iter_messages(c, "s-topic", only=("telegram", ALICE))))
+    assert old not in [m["id"] for m in mine]
+    await store.write(lambda c: forget.forget_sender(c, "telegram", ALICE, requested_by="cli", forget_memory=False,
+                                                     now=time.time()))
+    row = await store.read(lambda c: c.execute("SELECT content FROM messages WHERE id = ?", (old,)).fetchone())
+    assert row[0] == f"{ALICE_WORD} long ago"
