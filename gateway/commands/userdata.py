@@ -89,8 +89,8 @@ async def _refusal(services: Services, ud: UserData, msg: InboundMessage, key: s
     if (msg.platform, msg.user_id) in ud.forgetting:
         return "Your data is being deleted right now; the report follows when it is done."
     if await ud.running_key(services, msg.platform, msg.user_id or "", key) is not None:
-        return ("⏳ A reply to you is being written right now (here or in another chat). Wait for it (or /stop it), "
-                "then send /forget-me again.")
+        return ("⏳ A reply is being written right now in a conversation of yours (here or in another chat). Wait "
+                "for it (or /stop it), then try again.")
     return None
 
 
@@ -119,7 +119,7 @@ async def _answer(ctx: CommandContext, ud: UserData, request_id: str | None, cho
         return None if _shown(ctx, pending) else "Cancelled: nothing was deleted."
     refusal = await _refusal(ctx.services, ud, msg, ctx.session_key)
     if refusal is not None:
-        ud.confirmations.open(pending.platform, pending.user_id, pending.chat_id, pending.thread_id)
+        ud.confirmations.put_back(pending)  # its button still works once the turn is over
         return refusal
     await _settle(ctx, pending, "🗑 Deleting your data…")
     sender = (pending.platform, pending.user_id)

@@ -54,6 +54,10 @@ class Confirmations:
         self._by_sender[(platform, user_id)] = pending
         return pending
 
+    def put_back(self, pending: PendingForget) -> None:
+        """A request taken but not carried out (refused for now): it waits again, until its deadline."""
+        self._by_sender.setdefault((pending.platform, pending.user_id), pending)
+
     def get(self, request_id: str) -> PendingForget | None:
         return next((p for p in self._by_sender.values() if p.id == request_id), None)
 

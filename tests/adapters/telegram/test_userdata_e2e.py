@@ -131,7 +131,7 @@ async def test_refusals_turn_running_and_unreachable_dm(
         await fake.user_says("slow question")
         await hold.arrived.wait()
         await fake.user_says("/forget-me", chat=group)
-        await wait_said(fake, group["id"], "A reply to you is being written right now")
+        await wait_said(fake, group["id"], "A reply is being written right now in a conversation of yours")
         hold.release.set()
         await wait_said(fake, alice_dm, "slow answer")
         await stored_answers(gw.db_path, 1)
@@ -150,3 +150,23 @@ async def test_refusals_turn_running_and_unreachable_dm(
         await wait_settled(fake, alice_dm, prompt, "Cancelled: nothing was deleted")
         with _db(gw.db_path) as conn:
             assert fts_hits(conn, "slow") == 4
+
+        # Confirmed while a turn of hers runs: refused, the question keeps waiting, its button works after.
+        await fake.user_says("/forget-me")
+        prompt = await wait_prompt(fake, alice_dm, 2)
+        hold = fake_openai.hold_when(lambda body: "second slow one" in json.dumps(body))
+        fake_openai.reply("second slow answer")
+        await fake.user_says("second slow one", chat=group)
+        await hold.arrived.wait()
+        data = approval_data(approval_id(prompt), "approve")
+        await fake.user_presses((alice_dm, prompt["message_id"]), data)
+        await wait_said(fake, alice_dm, "A reply is being written right now in a conversation of yours")
+        hold.release.set()
+        await wait_said(fake, group["id"], "second slow answer")
+        await stored_answers(gw.db_path, 2)
+        await fake.user_presses((alice_dm, prompt["message_id"]), data)
+        await wait_said(fake, alice_dm, "Your data is deleted")
+        with _db(gw.db_path) as conn:
+            # Her DM is gone; in the (shared) group her words are a marker, the answer stays.
+            assert [r[3] for r in _messages(conn)] == [FORGOTTEN_MARKER, "second slow answer"]
+            assert fts_hits(conn, "question") == 0 and fts_hits(conn, "one") == 0
