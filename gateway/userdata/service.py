@@ -46,7 +46,8 @@ _CHUNK = 256 * 2**10
 class ExportSent:
     """Where an export went, for the reply in the chat where it was asked."""
 
-    summary: ExportSummary
+    #: what it held (None: nothing was built)
+    summary: ExportSummary | None
     #: the DM it went to (None: no DM is known, nothing was sent)
     chat_id: str | None
     ok: bool
@@ -123,10 +124,10 @@ class UserData:
             raise RuntimeError("the media store is not available")
         user = msg.user_id or ""
         chat = await self.dm_chat(msg)
+        if chat is None:  # nowhere to send it: nothing is built
+            return ExportSent(None, None, False, False)
         path, summary = await self.write_file(msg.platform, user, owner=owner)
         try:
-            if chat is None:
-                return ExportSent(summary, None, False, False)
             file = await self._stored(path, msg.platform)
         finally:
             with contextlib.suppress(OSError):

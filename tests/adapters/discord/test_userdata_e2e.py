@@ -44,6 +44,9 @@ async def test_export_to_the_dm_then_forget_with_the_button(
         await fake.user_says(f"{BOB_WORD} in general", chat="general", mention=True, user=bob)
         await wait_said(fake, fake.general, "bob answer")
 
+        # Bob never wrote to the bot directly: no DM is known, and he is told where to ask.
+        await fake.user_says("/export-my-data", chat="general", mention=True, user=bob)
+        await wait_said(fake, fake.general, "I have not talked with you in one on this platform yet")
         await fake.user_says("/export-my-data", chat="general", mention=True)
         await wait_said(fake, fake.general, "I sent your data to you in a direct message")
         [file] = _sent_files(fake, dm)
