@@ -142,6 +142,8 @@ def forget_sender(conn: sqlite3.Connection, platform: str, user_id: str, *, requ
     conn.execute("UPDATE sessions SET user_id = NULL WHERE source = ? AND user_id = ?", (platform, user_id))
     conn.execute("UPDATE gateway_home_channels SET set_by = NULL WHERE platform = ? AND set_by = ?",
                  (platform, user_id))
+    conn.execute("UPDATE gateway_approvals_always SET approved_by = NULL WHERE approved_by = ? "
+                 "AND session_id IN (SELECT id FROM sessions WHERE source = ?)", (user_id, platform))
     conn.execute("UPDATE gateway_settings SET updated_by = NULL WHERE updated_by IN (?, ?)",
                  (user_id, f"{platform}:{user_id}"))
     for label, forget in TABLE_FORGETTERS:

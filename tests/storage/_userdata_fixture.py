@@ -11,7 +11,18 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from storage import CronJobRow, LedgerFile, attachments, bindings, cron, inbound, ops, outbound, userdata
+from storage import (
+    CronJobRow,
+    LedgerFile,
+    approvals,
+    attachments,
+    bindings,
+    cron,
+    inbound,
+    ops,
+    outbound,
+    userdata,
+)
 
 ALICE, BOB = "100", "200"
 ALICE_WORD, BOB_WORD = "zorbalicious", "quaxbobbly"
@@ -78,6 +89,7 @@ def populate(conn: sqlite3.Connection, *, alice_dm_messages: int = 3) -> None:
     attachments.add(conn, message_id=second, session_id="s-topic", kind="document", mime="text/plain",
                     name="b.txt", size=3, sha256=SHARED_SHA)
     _say(conn, "s-topic", None, "room answer two")
+    approvals.remember(conn, "s-topic", "rm -rf build", tool="terminal", approved_by=ALICE, now=time.time())
     cron.insert(conn, _job(ALICE, "daily"))
     cron.insert(conn, _job(BOB, "daily"))
     now = time.time()
