@@ -143,3 +143,14 @@ async def test_a_shared_message_stored_before_senders_were_recorded_is_not_hers(
                                                      now=time.time()))
     row = await store.read(lambda c: c.execute("SELECT content FROM messages WHERE id = ?", (old,)).fetchone())
     assert row[0] == f"{ALICE_WORD} long ago"
+
+
+async def test_deleting_a_session_takes_its_sender_rows_along(store: StateStore) -> None:
+    """``sessions delete`` and a prune: no row saying who wrote a message outlives the message."""
+    def count(conn: sqlite3.Connection) -> int:
+        return int(conn.execute("SELECT COUNT(*) FROM gateway_message_senders WHERE session_id = 's-topic'")
+                   .fetchone()[0])
+
+    assert await store.read(count) == 2
+    assert await store.delete_session("s-topic")
+    assert await store.read(count) == 0
