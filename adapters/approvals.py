@@ -35,6 +35,8 @@ class ApprovalPrompt:
     approval_id: str
     #: the question, plain text (the action, why it is asked, who may answer, until when)
     text: str
+    #: the buttons, in order (a yes/no question shows two: /forget-me's confirmation)
+    choices: tuple[tuple[ApprovalChoice, str], ...] = APPROVAL_CHOICES
 
     def __post_init__(self) -> None:
         if not _ID.fullmatch(self.approval_id):

@@ -170,6 +170,16 @@ class MemoryStore:
             log.info("memory.written", target=target, action="remove", entries=len(updated))
             return self._result(target, updated, True, "Entry removed.")
 
+    def clear(self, target: str) -> int:
+        """Remove every entry of ``target`` (a person's data erased at their request); how many."""
+        target = self._target(target)
+        with folder_lock(self.folder):
+            entries = list(self.entries(target))
+            if entries:
+                atomic_write_text(self.path(target), _render([]))
+                log.info("memory.written", target=target, action="clear", entries=0)
+            return len(entries)
+
     # --------------------------------------------------------------- helpers
 
     @staticmethod

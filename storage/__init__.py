@@ -12,7 +12,9 @@ Public surface, the only one other packages use:
   queued titles), ``ownership`` (which sessions a chat may see), ``inbound``
   (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``cron`` (scheduled jobs and their runs), ``home_channels``,
   ``attachments`` (the files that came with messages), ``approvals`` (what was approved
-  "always" in a session), ``settings`` (settings changed at run time: per session, global).
+  "always" in a session), ``settings`` (settings changed at run time: per session, global),
+  ``userdata`` (one sender's sessions and messages: what an export reads) and ``forget``
+  (every row of one sender deleted in one transaction, with its request row).
 - ``MediaStore``: those files' bytes, content-addressed under
   ``$HERMES_HOME/media/``; ``retention_plan``: which of them media retention removes.
 - The rows they return, the schema version, id and title helpers, and the
@@ -43,6 +45,7 @@ from ._model import (
     is_scaffolding,
 )
 from ._retention import RetentionPlan, retention_plan
+from ._senders import FORGOTTEN_MARKER, ForgetOutcome, ForgetRequestRow, SenderSession
 from ._text import clean_title, new_session_id, split_lineage_title
 from .errors import (
     AmbiguousSessionError,
@@ -75,6 +78,7 @@ from .sqlite import (
     bindings,
     check_sqlite_features,
     cron,
+    forget,
     handoffs,
     home_channels,
     inbound,
@@ -92,9 +96,11 @@ from .sqlite import (
     search,
     settings,
     usage,
+    userdata,
 )
 
 __all__ = [
+    "FORGOTTEN_MARKER",
     "GATEWAY_VERSION_KEY",
     "REFERENCE_VERSION",
     "AmbiguousSessionError",
@@ -106,6 +112,8 @@ __all__ = [
     "CheckpointResult",
     "CronJobRow",
     "CronRunRow",
+    "ForgetOutcome",
+    "ForgetRequestRow",
     "GatewayError",
     "HandoffRow",
     "HomeChannelRow",
@@ -122,6 +130,7 @@ __all__ = [
     "RetentionPlan",
     "SchemaError",
     "SeenMessage",
+    "SenderSession",
     "SessionNotFoundError",
     "SessionTitle",
     "StateStore",
@@ -142,6 +151,7 @@ __all__ = [
     "check_sqlite_features",
     "clean_title",
     "cron",
+    "forget",
     "handoffs",
     "home_channels",
     "inbound",
@@ -163,4 +173,5 @@ __all__ = [
     "settings",
     "split_lineage_title",
     "usage",
+    "userdata",
 ]

@@ -43,8 +43,8 @@ from ..base import (
     ReplyStream,
     SendResult,
 )
-from ..commands import DISCORD_MENU, MenuCommand
 from ..choices import ChoicePrompt
+from ..commands import DISCORD_MENU, MenuCommand
 from ..media import Attachment, OutboundFile
 from ..settings import reveal
 from ._approvals import ApprovalButtons

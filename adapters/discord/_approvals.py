@@ -64,10 +64,11 @@ def _fit(text: str) -> str:
     return text if len(text) <= MAX_CONTENT else text[: MAX_CONTENT - 1] + "…"
 
 
-def approval_components(approval_id: str) -> list[dict[str, Any]]:
-    """One action row with the three answers (labels from ``APPROVAL_CHOICES``)."""
+def approval_components(approval_id: str, choices: tuple[tuple[ApprovalChoice, str], ...] = APPROVAL_CHOICES
+                        ) -> list[dict[str, Any]]:
+    """One action row with the answers (labels from ``APPROVAL_CHOICES``, or the prompt's own)."""
     buttons = [{"type": BUTTON, "style": BUTTON_STYLES[choice], "label": label,
-                "custom_id": approval_data(approval_id, choice)} for choice, label in APPROVAL_CHOICES]
+                "custom_id": approval_data(approval_id, choice)} for choice, label in choices]
     return [{"type": ACTION_ROW, "components": buttons}]
 
 
@@ -168,7 +169,8 @@ class ApprovalButtons:
     # ------------------------------------------------------------------ out
 
     async def send(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str:
-        return await self._post(target, prompt.text, approval_components(prompt.approval_id), prompt.approval_id)
+        return await self._post(target, prompt.text, approval_components(prompt.approval_id, prompt.choices),
+                                prompt.approval_id)
 
     async def send_menu(self, target: OutboundMessage, prompt: ChoicePrompt) -> str:
         return await self._post(target, prompt.text, menu_components(prompt), prompt.menu_id)

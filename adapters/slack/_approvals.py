@@ -60,7 +60,7 @@ def _section(text: str) -> dict[str, Any]:
 
 def approval_blocks(prompt: ApprovalPrompt) -> list[dict[str, Any]]:
     buttons: list[dict[str, Any]] = []
-    for choice, label in APPROVAL_CHOICES:
+    for choice, label in prompt.choices:
         button: dict[str, Any] = {"type": "button", "action_id": f"hermes_approval_{choice}",
                                   "text": {"type": "plain_text", "text": label, "emoji": True},
                                   "value": approval_data(prompt.approval_id, choice)}

@@ -22,7 +22,7 @@ from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, 
 from telegram.error import BadRequest, TelegramError
 
 from .._text import clean_text
-from ..approvals import APPROVAL_CHOICES, ApprovalPrompt, approval_data
+from ..approvals import APPROVAL_CHOICES, ApprovalChoice, ApprovalPrompt, approval_data
 from ..base import ChatType, InboundMessage, MalformedUpdateError, OutboundMessage
 from ..choices import ChoicePrompt, press_command
 from ._client import BotConnection
@@ -36,10 +36,11 @@ log = structlog.get_logger("hermes.telegram")
 _CHAT_TYPES = {"private": ChatType.DM, "group": ChatType.GROUP, "supergroup": ChatType.GROUP}
 
 
-def keyboard(approval_id: str) -> InlineKeyboardMarkup:
+def keyboard(approval_id: str, choices: tuple[tuple[ApprovalChoice, str], ...] = APPROVAL_CHOICES
+             ) -> InlineKeyboardMarkup:
     """One row: Approve, Always, Deny (``callback_data`` ``apv:<choice>:<id>``, far below 64 bytes)."""
     return InlineKeyboardMarkup([[InlineKeyboardButton(label, callback_data=approval_data(approval_id, choice))
-                                  for choice, label in APPROVAL_CHOICES]])
+                                  for choice, label in choices]])
 
 
 def menu_keyboard(prompt: ChoicePrompt) -> InlineKeyboardMarkup:
@@ -55,7 +56,7 @@ class ApprovalButtons:
         self._connection = connection
 
     async def send(self, target: OutboundMessage, prompt: ApprovalPrompt) -> str:
-        return await self._post(target, prompt.text, keyboard(prompt.approval_id))
+        return await self._post(target, prompt.text, keyboard(prompt.approval_id, prompt.choices))
 
     async def send_menu(self, target: OutboundMessage, prompt: ChoicePrompt) -> str:
         return await self._post(target, prompt.text, menu_keyboard(prompt))

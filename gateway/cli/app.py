@@ -21,6 +21,7 @@ from gateway.cli.sessions import sessions_app
 from gateway.cli.sessions_browse import browse as browse_sessions
 from gateway.cli.tools import tools as tools_command
 from gateway.cli.usage import usage_command
+from gateway.cli.users import users_app
 from gateway.config import default_home, load_config
 from gateway.errors import EX_CONFIG, ConfigError
 from gateway.logs import configure_logging
@@ -99,6 +100,7 @@ sessions_app.command("browse")(browse_sessions)
 app.add_typer(sessions_app, name="sessions")
 app.add_typer(service_app, name="service")
 app.add_typer(cron_app, name="cron")
+app.add_typer(users_app, name="users")
 register_ops_commands(app)
 app.command("chat")(chat_command)
 app.command("insights")(insights_command)

@@ -11,6 +11,7 @@
 - ``skills``: the installed skills as ``/<skill-name>`` commands (``SkillCommands``);
   ``native``: the commands registered in the platforms' own menus
 - ``models``: /model (and its menu's presses); ``usage``: /usage
+- ``userdata``: /export-my-data, /forget-me (a sender's own data)
 """
 
 from gateway.commands.approvals import register_approval_commands
@@ -24,6 +25,7 @@ from gateway.commands.sessions import register_session_commands
 from gateway.commands.skills import SkillCommands, command_name, skill_clashes
 from gateway.commands.tools import register_tools_commands, render_tools, tools_report
 from gateway.commands.usage import describe_usage, register_usage_commands
+from gateway.commands.userdata import register_userdata_commands
 from gateway.routing.commands import CommandRegistry
 
 __all__ = [
@@ -54,3 +56,4 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_identity_commands(registry)
     register_model_commands(registry)
     register_usage_commands(registry)
+    register_userdata_commands(registry)

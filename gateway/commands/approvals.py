@@ -8,13 +8,15 @@ someone in ``tools.approvers``. Anyone else is told so, and the question keeps w
 Without an id the answer goes to the one question waiting in this chat (thread); with several
 waiting the reply lists them. Sent outside any thread (a Slack slash command carries none) with
 nothing waiting there, it takes the sender's own questions in the chat's threads. Where the adapter edits the question into its outcome (buttons), a
-successful answer needs no reply of its own: the edited question says it, in place.
+successful answer needs no reply of its own: the edited question says it, in place. A press of
+/forget-me's buttons comes the same way, with an id of its own (``gateway.commands.userdata``).
 """
 
 from __future__ import annotations
 
 from adapters.approvals import ApprovalChoice
 from adapters.base import Adapter
+from gateway.commands.userdata import CONFIRM_PREFIX, answer_forget
 from gateway.routing.approvals import PendingApproval, Resolution, shown_action
 from gateway.routing.commands import Command, CommandContext, CommandRegistry
 
@@ -36,6 +38,8 @@ async def _approve(ctx: CommandContext) -> str | None:
         words = [w for w in words if w.lower() != "always"]
     if len(words) > 1:
         return "Usage: /approve [always] [id]"
+    if words and words[0].startswith(CONFIRM_PREFIX):  # a /forget-me button
+        return await answer_forget(ctx, words[0], "approve")
     return _answer(ctx, choice, words[0] if words else None)
 
 
@@ -43,6 +47,8 @@ async def _deny(ctx: CommandContext) -> str | None:
     words = ctx.args.split()
     if len(words) > 1:
         return "Usage: /deny [id]"
+    if words and words[0].startswith(CONFIRM_PREFIX):
+        return await answer_forget(ctx, words[0], "deny")
     return _answer(ctx, "deny", words[0] if words else None)
 
 

@@ -40,6 +40,7 @@ from gateway.scheduler import Jobs
 from gateway.scheduler.clock import Clock, SystemClock
 from gateway.scheduler.run import RunStarter
 from gateway.scheduler.scheduler import Scheduler
+from gateway.userdata import UserData
 from storage import MediaStore, StateStore
 
 
@@ -96,6 +97,7 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         owners=Owners(settings.auth.owners),
         skill_commands=skills,
         restart=RestartSwitch(store, request_stop) if request_stop is not None else None,
+        userdata=UserData(store, blobs, config.home),
     )
     if memory_flush is None and default is not None:
         memory_flush = default.memory_flush

@@ -42,6 +42,7 @@ from gateway.routing.router import Router
 from gateway.routing.services import Services
 from gateway.routing.turns import AgentMaker
 from gateway.scheduler.clock import Clock
+from gateway.userdata import userdata_of
 from storage import AutoPruneSettings, StateStore
 
 log = structlog.get_logger("hermes.runner")
@@ -142,6 +143,7 @@ class Gateway:
             if runtime.services.mcp is not None:
                 await runtime.services.mcp.start()  # in the background: readiness never waits for a server
             await runtime.handoffs.recover()
+            await _finish_forgets(runtime.services)  # a forget a crash cut off after its commit
             if runtime.scheduler is not None:  # its runs wait for their platform to connect
                 await runtime.scheduler.start()
             self.metrics.attach(store, runtime.services.lanes, self.adapter_states, adapters)
@@ -170,6 +172,8 @@ class Gateway:
                 await self.runtime.services.mcp.aclose()  # stdio children terminated, then killed
             if client is not None:
                 await client.aclose()
+            if self.runtime is not None and (data := userdata_of(self.runtime.services)) is not None:
+                await data.aclose()  # a VACUUM under way, before the writer stops
             if self.runtime is not None and self.runtime.services.media is not None:
                 await self.runtime.services.media.aclose()
             if self.runtime is not None:
@@ -302,3 +306,13 @@ class Gateway:
                     await services.media.pruner.run()
                 except Exception:
                     log.exception("sweeper.media_failed")
+
+
+async def _finish_forgets(services: Services) -> None:
+    data = userdata_of(services)
+    if data is None:
+        return
+    try:
+        await data.forgetter.resume()
+    except Exception:  # tried again at the next start; the rows are gone already
+        log.exception("userdata.forget_resume_failed")

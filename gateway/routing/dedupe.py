@@ -25,7 +25,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from storage import SeenMessage, StateStore, inbound
+from storage import SeenMessage, StateStore, inbound, userdata
 
 
 class Dedupe:
@@ -69,22 +69,28 @@ class Dedupe:
         if event is not None:
             await event.wait()
 
-    def record_op(self, platform: str, delivery_key: str) -> Callable[[sqlite3.Connection], None]:
+    def record_op(self, platform: str, delivery_key: str, *,
+                  user_id: str | None = None) -> Callable[[sqlite3.Connection], None]:
         """Record a claimed message inside another write's transaction."""
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> None:
-            inbound.record(conn, platform, delivery_key, now=now)
+            inbound.record(conn, platform, delivery_key, now=now, user_id=user_id)
 
         return op
 
-    def question_op(self, platform: str, delivery_key: str) -> Callable[[sqlite3.Connection, str], None]:
+    def question_op(self, platform: str, delivery_key: str | None, *,
+                    user_id: str | None = None) -> Callable[[sqlite3.Connection, str], None]:
         """Record a claimed message in the transaction that stores it as a user message of a
-        session (the second argument), remembering that message as its question."""
+        session (the second argument), remembering that message as its question; and its sender
+        (``storage.userdata``: whose message it is, for an export or a forget). Without a
+        delivery key (a request that cannot come twice) only its sender is recorded."""
         now = time.time()
 
         def op(conn: sqlite3.Connection, session_id: str) -> None:
-            inbound.record(conn, platform, delivery_key, now=now, session_id=session_id)
+            userdata.record_sender(conn, session_id, platform, user_id)
+            if delivery_key is not None:
+                inbound.record(conn, platform, delivery_key, now=now, session_id=session_id, user_id=user_id)
 
         return op
 
@@ -107,10 +113,10 @@ class Dedupe:
             return False
         return await self._store.read(lambda c: inbound.question_open(c, session_id, question_id))
 
-    async def record(self, platform: str, delivery_key: str) -> None:
+    async def record(self, platform: str, delivery_key: str, *, user_id: str | None = None) -> None:
         """Record a claimed message now (it was answered without a turn), then release it."""
         try:
-            await self._store.write(self.record_op(platform, delivery_key))
+            await self._store.write(self.record_op(platform, delivery_key, user_id=user_id))
         finally:
             self.release(platform, delivery_key)
 

@@ -114,7 +114,7 @@ class Router:
             if claim.outcome == "turn":
                 pass  # recorded with the turn's question, released when the turn ends
             elif claim.outcome == "answered":
-                await dedupe.record(msg.platform, delivery_key)
+                await dedupe.record(msg.platform, delivery_key, user_id=msg.user_id)
             else:  # never processed: a redelivery must count
                 dedupe.release(msg.platform, delivery_key)
 

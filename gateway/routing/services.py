@@ -119,4 +119,7 @@ class Services:
     restart: RestartSwitch | None = None
     #: the /model menus waiting for a press
     pickers: ModelPickers = field(default_factory=ModelPickers)
+    #: a sender's export and forget, a ``gateway.userdata.UserData`` (None: a test without it). Routing
+    #: sits below that room: read it typed with ``gateway.userdata.userdata_of(services)``.
+    userdata: Any = None
     started_at: float = field(default_factory=time.time)

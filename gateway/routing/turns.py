@@ -229,8 +229,7 @@ class Turns:
                 user_name=msg.user_name,
                 shared_session=is_shared_session(msg, services.key_settings),
                 # "seen" commits with the question: a message cut off before it was stored is taken again
-                on_question=(services.dedupe.question_op(msg.platform, msg.delivery_key)
-                             if msg.delivery_key is not None else None),
+                on_question=services.dedupe.question_op(msg.platform, msg.delivery_key, user_id=msg.user_id),
                 on_answer=self._answer_ops(msg, outbox, reply_to_user),
                 question_stored=resume is not None,
                 listener=stream,

@@ -14,7 +14,9 @@ By job:
   ``_fts``: sessions and messages; ``_prune``: what a prune deletes and
   which ended sessions it keeps for a lineage; ``_usage``: token usage over time.
 - ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``, ``_cron``,
-  ``_home_channels``, ``_attachments``, ``_approvals``, ``_settings``: the gateway's tables.
+  ``_home_channels``, ``_attachments``, ``_approvals``, ``_settings``: the gateway's tables;
+  ``_userdata`` (one sender's sessions and messages, for an export) and ``_forget`` (deleting
+  every row of one sender in one transaction): a person's data across them.
 
 Every function of a connection runs inside whatever transaction the caller
 opened (``StateStore.write`` gives it the writer's), so callers compose them
@@ -26,6 +28,7 @@ from . import _approvals as approvals
 from . import _attachments as attachments
 from . import _bindings as bindings
 from . import _cron as cron
+from . import _forget as forget
 from . import _handoffs as handoffs
 from . import _home_channels as home_channels
 from . import _inbound as inbound
@@ -36,6 +39,7 @@ from . import _queries as queries
 from . import _search as search
 from . import _settings as settings
 from . import _usage as usage
+from . import _userdata as userdata
 from ._connection import open_readonly_connection, quick_check
 from ._fts import sanitize_fts5_query
 from ._lock import WriterLock, lock_path_for, read_holder_pid
@@ -62,6 +66,7 @@ __all__ = [
     "bindings",
     "check_sqlite_features",
     "cron",
+    "forget",
     "handoffs",
     "home_channels",
     "inbound",
@@ -79,4 +84,5 @@ __all__ = [
     "search",
     "settings",
     "usage",
+    "userdata",
 ]

@@ -24,6 +24,11 @@ def _add_columns(conn: sqlite3.Connection, table: str, columns: tuple[tuple[str,
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
 
 
+def _dedupe_sender(conn: sqlite3.Connection) -> None:
+    _add_columns(conn, "gateway_inbound_seen", (("user_id", "TEXT"),))
+    conn.execute("CREATE INDEX IF NOT EXISTS idx_gateway_inbound_seen_user ON gateway_inbound_seen(platform, user_id)")
+
+
 @dataclass(frozen=True)
 class Migration:
     """A numbered step of the gateway's own tables (their counter is ``gateway_schema_version``)."""
@@ -323,5 +328,47 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             )
             """,
         ),
+    ),
+    Migration(
+        13,
+        "who sent each stored user message, and the requests to forget a sender (/forget-me)",
+        (
+            # The reference's messages have no sender: in a shared session (a thread, a group
+            # without per-user sessions) several people's messages are alike. From this step on
+            # the question's transaction writes its sender here; messages stored before have
+            # no row, and only the session's bindings can tell whose they were.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_message_senders (
+                message_id INTEGER PRIMARY KEY,
+                session_id TEXT NOT NULL,
+                platform TEXT NOT NULL,
+                user_id TEXT NOT NULL
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_message_senders_user "
+            "ON gateway_message_senders(platform, user_id)",
+            "CREATE INDEX IF NOT EXISTS idx_gateway_message_senders_session "
+            "ON gateway_message_senders(session_id)",
+            # A forget commits its rows in one transaction with this row ('files'); the files
+            # (media, the memory profile) and VACUUM come after the commit, and a daemon that
+            # starts with a row still 'files' finishes them. Once 'done' the person is no
+            # longer named (user_id NULL): the counts stay as the operator's record.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_forget_requests (
+                id INTEGER PRIMARY KEY,
+                platform TEXT NOT NULL,
+                user_id TEXT,
+                requested_by TEXT NOT NULL,
+                state TEXT NOT NULL CHECK (state IN ('files', 'done')),
+                forget_memory INTEGER NOT NULL DEFAULT 0,
+                digests TEXT NOT NULL DEFAULT '[]',
+                report TEXT NOT NULL,
+                created_at REAL NOT NULL,
+                finished_at REAL
+            )
+            """,
+        ),
+        # Dedupe rows say whose message they were (from now on), so a forget finds them.
+        run=lambda conn: _dedupe_sender(conn),
     ),
 )

@@ -16,16 +16,17 @@ def seen(conn: sqlite3.Connection, platform: str, delivery_key: str) -> bool:
 
 
 def record(conn: sqlite3.Connection, platform: str, delivery_key: str, *, now: float,
-           session_id: str | None = None) -> None:
+           session_id: str | None = None, user_id: str | None = None) -> None:
     """Record a message as seen; recording it twice keeps the first time.
 
     With ``session_id``, in the transaction that has just appended the message to that
-    session: the session's latest row is remembered as its question.
+    session: the session's latest row is remembered as its question. ``user_id``: its sender
+    (a forget finds the row by it).
     """
     conn.execute(
-        "INSERT OR IGNORE INTO gateway_inbound_seen (platform, delivery_key, seen_at, session_id, question_id) "
-        "VALUES (?, ?, ?, ?, (SELECT id FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT 1))",
-        (platform, delivery_key, now, session_id, session_id),
+        "INSERT OR IGNORE INTO gateway_inbound_seen (platform, delivery_key, seen_at, session_id, question_id, "
+        "user_id) VALUES (?, ?, ?, ?, (SELECT id FROM messages WHERE session_id = ? ORDER BY id DESC LIMIT 1), ?)",
+        (platform, delivery_key, now, session_id, session_id, user_id),
     )
 
 

@@ -263,9 +263,29 @@ def _delete_sessions(conn: sqlite3.Connection, ids: list[str]) -> int:
         # A message's files go with it; their bytes, outside the transaction, go with MediaStore.sweep.
         delete_for_sessions(conn, chunk)
         conn.execute(f"DELETE FROM gateway_session_settings WHERE session_id IN ({marks})", chunk)
+        # Who sent the messages goes with them (a row naming a person must not outlive its message).
+        conn.execute(f"DELETE FROM gateway_message_senders WHERE session_id IN ({marks})", chunk)
         conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", chunk)
         deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk).rowcount
     return deleted
+
+
+def delete_sessions(conn: sqlite3.Connection, session_ids: list[str]) -> int:
+    """Delete these sessions with their messages (the FTS index follows), files' rows and settings."""
+    return _delete_sessions(conn, list(session_ids))
+
+
+def replace_with_marker(conn: sqlite3.Connection, message_ids: list[int], marker: str) -> int:
+    """Replace these messages' words by ``marker`` in place (a shared conversation keeps its
+    shape, its FTS rows follow by trigger); how many were replaced."""
+    replaced = 0
+    for start in range(0, len(message_ids), 500):
+        chunk = message_ids[start : start + 500]
+        replaced += conn.execute(
+            "UPDATE messages SET content = ?, tool_calls = NULL, tool_name = NULL, reasoning = NULL, "
+            "reasoning_content = NULL, reasoning_details = NULL, codex_reasoning_items = NULL, "
+            f"codex_message_items = NULL WHERE id IN ({','.join('?' * len(chunk))})", (marker, *chunk)).rowcount
+    return replaced
 
 
 def delete_session(conn: sqlite3.Connection, session_id: str) -> bool:
@@ -275,6 +295,7 @@ def delete_session(conn: sqlite3.Connection, session_id: str) -> bool:
 def clear_messages(conn: sqlite3.Connection, session_id: str) -> int:
     _require_session(conn, session_id)
     delete_for_sessions(conn, [session_id])
+    conn.execute("DELETE FROM gateway_message_senders WHERE session_id = ?", (session_id,))
     n = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,)).rowcount
     conn.execute("UPDATE sessions SET message_count = 0, tool_call_count = 0 WHERE id = ?", (session_id,))
     return n

@@ -1,0 +1,148 @@
+"""``hermes-gateway users export|forget PLATFORM:ID``: one person's data, for the operator.
+
+``forget`` asks the running daemon over its control socket (``users.forget``), so the daemon stays
+the only writer of state.db; without a daemon it opens state.db itself (taking the writer lock),
+deletes, removes the files and VACUUMs. It asks first on a terminal (``--yes`` not to).
+``export`` reads state.db read-only, beside a running daemon or not (a large export never crosses
+the socket), and writes the JSON to ``--out`` (created 0600, never overwritten) or to stdout.
+
+"Owner" (whose memory profile an export lists and a forget clears) is ``auth.owners`` in
+config.yaml here; owners the daemon recorded itself are known to the daemon's ``forget``.
+
+Exit codes: 0 done; 1 refused (the reason is printed); 78 a configuration error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import secrets
+import shutil
+import sys
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+
+from gateway.cli.sessions import _confirm, _quiet_logs
+from gateway.config import LoadedConfig, default_home, load_config
+from gateway.control import client as control_client
+from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError, DaemonUnreachableError
+from gateway.routing.owners import Owners
+from gateway.userdata import Forgetter, parse_sender, write_export
+from gateway.userdata.service import UserData
+from storage import MediaStore, Reader, StateStore, StorageLockedError
+from storage.errors import GatewayError
+
+__all__ = ["users_app"]
+
+EX_USER = 1
+#: a forget of a hundred thousand messages takes a while; the daemon answers when it is done
+_FORGET_WITHIN = 900.0
+
+users_app = typer.Typer(help="Take out or erase one person's data (PLATFORM:ID, as telegram:123456).",
+                        no_args_is_help=True, add_completion=False)
+
+HomeOption = Annotated[Path | None, typer.Option(
+    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
+UserArgument = Annotated[str, typer.Argument(metavar="PLATFORM:ID", help="The person, as telegram:123456")]
+
+
+def _fail(message: str, code: int = EX_USER) -> NoReturn:
+    typer.echo(f"hermes-gateway users: {' '.join(message.split())}", err=True)
+    raise typer.Exit(code)
+
+
+def _config(home: Path | None) -> LoadedConfig:
+    _quiet_logs()
+    try:
+        return load_config((home or default_home()).expanduser())
+    except ConfigError as exc:
+        _fail(f"configuration error: {exc}", EX_CONFIG)
+
+
+def _report_lines(report: dict[str, Any]) -> list[str]:
+    lines = [f"  {what}: {n}" for what, n in report.get("counts", {}).items() if what != "files"]
+    lines.append(f"  media files removed: {report.get('files_removed', 0)}")
+    lines.append(f"  memory profile entries removed: {report.get('profile_entries_removed', 0)}")
+    return lines
+
+
+async def _forget_here(config: LoadedConfig, platform: str, user_id: str) -> dict[str, Any]:
+    store = StateStore(config.db_path)
+    try:
+        await store.open()
+    except StorageLockedError as exc:
+        raise DaemonUnreachableError(
+            f"state.db is locked by process {exc.holder_pid or '?'}, but no daemon answers on its control socket, "
+            "so nothing can be deleted safely. Check it with 'hermes-gateway status'.") from None
+    try:
+        forgetter = Forgetter(store, MediaStore(config.home / "media"), config.home)
+        owner = Owners(config.settings.auth.owners).is_owner(platform, user_id)
+        report = await forgetter.forget(platform, user_id, requested_by="cli", forget_memory=owner, vacuum=False)
+        await store.vacuum()
+        return report.as_json()
+    finally:
+        await store.close()
+
+
+@users_app.command("forget")
+def forget_user(user: UserArgument, yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask first")] = False,
+                home: HomeOption = None) -> None:
+    """Delete everything kept of one person (their sessions, their messages in shared ones, jobs, files)."""
+    config = _config(home)
+    try:
+        platform, user_id = parse_sender(user)
+        if not yes:
+            _confirm(f"Delete every row and file of {platform}:{user_id}? This cannot be undone.", "delete")
+        try:
+            report = control_client.call_sync(config.home, "users.forget", {"user": f"{platform}:{user_id}"},
+                                              reply_within=_FORGET_WITHIN)["report"]
+        except DaemonNotRunningError:
+            if not config.db_path.exists():
+                _fail(f"there is no state.db in {config.home} yet: nothing to delete.")
+            report = asyncio.run(_forget_here(config, platform, user_id))
+    except GatewayError as exc:
+        _fail(str(exc))
+    typer.echo(f"Deleted the data of {platform}:{user_id}:")
+    for line in _report_lines(report):
+        typer.echo(line)
+
+
+@users_app.command("export")
+def export_user(user: UserArgument, out: Annotated[Path | None, typer.Option(
+        "--out", metavar="FILE", help="Write the JSON here (a new file, mode 0600); default: stdout")] = None,
+                home: HomeOption = None) -> None:
+    """Write everything kept of one person as JSON (what /export-my-data sends them)."""
+    config = _config(home)
+    try:
+        platform, user_id = parse_sender(user)
+    except GatewayError as exc:
+        _fail(str(exc))
+    if not config.db_path.exists():
+        _fail(f"there is no state.db in {config.home} yet: nothing to export.")
+    if out is not None and out.exists():
+        _fail(f"{out} exists already; name a new file.")
+    owner = Owners(config.settings.auth.owners).is_owner(platform, user_id)
+    profile = UserData.profile_of(config.home) if owner else None
+    target = out or config.home / "tmp" / f"export-{secrets.token_hex(8)}.json"
+    target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    reader = Reader(config.db_path, workers=1)
+    try:
+        summary = reader.run_sync(lambda c: write_export(c, target, platform, user_id, profile=profile))
+        if out is None:
+            with target.open("rb") as f:
+                shutil.copyfileobj(f, sys.stdout.buffer)
+    except GatewayError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}")
+    finally:
+        reader.close()
+        if out is None:
+            with contextlib.suppress(OSError):
+                target.unlink()
+    if out is not None:
+        typer.echo(json.dumps({"file": str(out), "sessions": summary.sessions, "messages": summary.messages,
+                               "scheduled_jobs": summary.jobs, "bytes": summary.bytes}), err=True)
