@@ -12,7 +12,8 @@ Public surface, the only one other packages use:
   queued titles), ``ownership`` (which sessions a chat may see), ``inbound``
   (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``cron`` (scheduled jobs and their runs), ``home_channels``,
   ``attachments`` (the files that came with messages), ``approvals`` (what was approved
-  "always" in a session), ``settings`` (settings changed at run time: per session, global).
+  "always" in a session), ``settings`` (settings changed at run time: per session, global), ``pairing`` (pairing codes,
+  the users owners let in, recorded owners).
 - ``MediaStore``: those files' bytes, content-addressed under
   ``$HERMES_HOME/media/``; ``retention_plan``: which of them media retention removes.
 - The rows they return, the schema version, id and title helpers, and the
@@ -85,6 +86,7 @@ from .sqlite import (
     ops,
     outbound,
     ownership,
+    pairing,
     queries,
     quick_check,
     read_holder_pid,
@@ -154,6 +156,7 @@ __all__ = [
     "ops",
     "outbound",
     "ownership",
+    "pairing",
     "queries",
     "quick_check",
     "read_holder_pid",

@@ -7,6 +7,7 @@
 - ``tools``: /tools
 - ``approvals``: /approve, /deny (the answers to a tool's approval question)
 - ``cron``: /cron (scheduled jobs); ``cron_tool``: the agent's ``cronjob`` tool's port per turn
+- ``pair``: /pair (an owner approves a stranger's pairing code), and what ``hermes-gateway pairing`` shows
 """
 
 from gateway.commands.approvals import register_approval_commands
@@ -14,21 +15,26 @@ from gateway.commands.builtin import register_builtin_commands
 from gateway.commands.cron import JOBS_OFF, chat_owner, job_json, job_zone, local_time, register_cron_commands
 from gateway.commands.cron_tool import TurnCronPorts, TurnJobs
 from gateway.commands.misc import register_misc_commands
+from gateway.commands.pair import WELCOME, pairing_json, pairing_lines, register_pair_commands, welcome
 from gateway.commands.sessions import register_session_commands
 from gateway.commands.tools import register_tools_commands, render_tools, tools_report
 from gateway.routing.commands import CommandRegistry
 
 __all__ = [
     "JOBS_OFF",
+    "WELCOME",
     "TurnCronPorts",
     "TurnJobs",
     "chat_owner",
     "job_json",
     "job_zone",
     "local_time",
+    "pairing_json",
+    "pairing_lines",
     "register_all_commands",
     "render_tools",
     "tools_report",
+    "welcome",
 ]
 
 
@@ -39,3 +45,4 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_tools_commands(registry)
     register_approval_commands(registry)
     register_cron_commands(registry)
+    register_pair_commands(registry)

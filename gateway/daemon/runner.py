@@ -129,6 +129,8 @@ class Gateway:
             runtime = build_runtime(self.config, store, adapters, agents, self.metrics,
                                     memory_flush=self.memory_flush, clock=self.cron_clock)
             self.runtime = runtime
+            if runtime.services.pairing is not None:  # who pairing let in, and the owners it recorded
+                await runtime.services.pairing.load()
             runtime.authorizer.warn_if_closed()
             if runtime.services.mcp is not None:
                 await runtime.services.mcp.start()  # in the background: readiness never waits for a server

@@ -23,6 +23,7 @@ from gateway.routing.home_channels import HomeChannels
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.owners import Owners
+from gateway.routing.pairing import Pairing
 from gateway.routing.session_index import SessionIndex
 from gateway.routing.session_key import SessionKeySettings
 from storage import StateStore
@@ -90,4 +91,6 @@ class Services:
     cron_ports: CronPorts | None = None
     #: who owns this gateway (``auth.owners``, and owners recorded by pairing)
     owners: Owners = field(default_factory=Owners)
+    #: pairing codes and the users owners let in (None: no pairing, as in tests without it)
+    pairing: Pairing | None = None
     started_at: float = field(default_factory=time.time)
