@@ -9,6 +9,7 @@ import re
 import sqlite3
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from tests.gateway._console import ROOT, SCRIPT, TIMEOUT, Result, console_env
 
@@ -45,3 +46,19 @@ def nowhere_in_clear(home: Path, code: str, *logs: str) -> None:
     for path in home.rglob("*"):
         if path.is_file() and not path.is_socket():
             assert code.encode() not in path.read_bytes(), path
+
+
+def said(fake: Any, chat_id: str) -> list[str]:
+    """What the bot posted in ``chat_id`` (Discord's and Slack's fakes: new messages, not edits)."""
+    return [str(m["text"]) for m in fake.sent
+            if str(m["chat_id"]) == str(chat_id) and m["method"] in ("create_message", "chat.postMessage")]
+
+
+async def wait_said(fake: Any, chat_id: str, part: str, n: int = 1, timeout: float = 20.0) -> str:
+    """The ``n``-th message the bot posted in ``chat_id`` holding ``part``."""
+    def found() -> str | None:
+        hits = [t for t in said(fake, chat_id) if part in t]
+        return hits[n - 1] if len(hits) >= n else None
+
+    result: str = await fake.wait_for(found, timeout, what=f"message {n} with {part!r} in {chat_id}")
+    return result
