@@ -109,7 +109,8 @@ class Pairing:
             last = pairing.latest_request(conn, msg.platform, account, user_id)
             if last is not None and now - last < REQUEST_INTERVAL:
                 return "recent"
-            if len(pairing.pending(conn, now=now, platform=msg.platform, account_id=account)) >= MAX_PENDING:
+            waiting = pairing.pending(conn, now=now, platform=msg.platform, account_id=account)
+            if len([c for c in waiting if c.user_id != user_id]) >= MAX_PENDING:  # theirs is replaced
                 return "full"
             pairing.sweep(conn, older_than=now - _KEPT)
             pairing.add_code(conn, platform=msg.platform, account_id=account, user_id=user_id,
