@@ -103,6 +103,9 @@ def _stored(config: LoadedConfig) -> dict[str, Any]:
 
 
 async def _offline_write(config: LoadedConfig, action: str, args: tuple[str, ...]) -> dict[str, Any]:
+    if not config.db_path.exists():
+        return {"ok": False, "message": f"No pairing code was given yet ({config.db_path} does not exist).",
+                "allowlist": 0, "owner": 0}
     store = StateStore(config.db_path)
     try:
         await store.open()

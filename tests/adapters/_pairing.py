@@ -23,9 +23,14 @@ def code_in(text: str) -> str:
 
 
 async def pairing_cli(home: Path, *args: str) -> Result:
+    """``hermes-gateway pairing ARGS``."""
+    return await console(home, "pairing", *args)
+
+
+async def console(home: Path, *args: str) -> Result:
     """The daemon runs in this event loop: the CLI must not block it."""
     proc = await asyncio.create_subprocess_exec(
-        str(SCRIPT), "pairing", *args, env=console_env(home), cwd=ROOT, stdin=subprocess.DEVNULL,
+        str(SCRIPT), *args, env=console_env(home), cwd=ROOT, stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
     assert proc.returncode is not None

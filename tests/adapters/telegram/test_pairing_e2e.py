@@ -6,15 +6,17 @@ is never in a log nor in state.db in clear."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from adapters.base import ChatType, InboundMessage
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 
-from .._pairing import code_in, nowhere_in_clear, pairing_cli
+from .._pairing import code_in, console, nowhere_in_clear, pairing_cli
 from ..conftest import rows, run_telegram_gateway
 
 WAIT = 20.0
@@ -63,8 +65,16 @@ async def test_stranger_pairs_through_the_cli_and_then_chats(
         assert gw.gateway.services.owners.is_owner("telegram", str(stranger["id"]))
         again = await pairing_cli(home, "approve", code)
         assert again.code == 1 and "already approved" in again.err
-        status = await pairing_cli(home, "list", "--json")
-        assert str(stranger["id"]) in status.out
+        listed_json = json.loads((await pairing_cli(home, "list", "--json")).out)
+        assert [u["user_id"] for u in listed_json["paired"]] == [str(stranger["id"])]
+        assert listed_json["owners"]["telegram"] == [str(stranger["id"])]
+        status = await console(home, "status")
+        assert status.code == 0 and f"Owners: telegram {stranger['id']}" in status.out
+        await fake.user_says("/status", user=stranger)
+        await wait_said(fake, stranger["id"], "You are an owner of this bot")
+    doctor = await console(home, "doctor")
+    assert f"owners telegram: {stranger['id']} (first approved by pairing)" in doctor.out
+    assert "allowlist telegram: 1 user id(s) let in by pairing" in doctor.out
     # The approval outlives the daemon: the stranger is let in after a restart too.
     async with run_telegram_gateway(home, fake, fake_openai.base_url, env=OPEN, config=DEBUG):
         await fake.user_says("after restart", user=stranger)
@@ -158,3 +168,35 @@ async def test_limits_lockout_and_what_owners_and_others_are_told(
         assert not [t for t in said(fake, strangers[1]["id"]) if "You're in" in t]
         r = await pairing_cli(tmp_path / "h", "approve", codes[2])
         assert r.code == 1 and "locked" in r.err
+
+
+async def test_without_a_daemon_the_cli_writes_state_db_and_the_welcome_waits_for_the_next_start(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake, home = fake_telegram, tmp_path / "h"
+    stranger, other = fake.add_user("Stranger"), fake.add_user("Other")
+    async with run_telegram_gateway(home, fake, fake_openai.base_url, env=OPEN):
+        code = await code_for(fake, stranger)
+        other_code = await code_for(fake, other)
+    listed = await pairing_cli(home, "list")
+    assert listed.code == 0 and "Waiting for approval (2)" in listed.out and "not running" in listed.err
+    assert (await pairing_cli(home, "approve", "not-a-code")).code == 1
+    r = await pairing_cli(home, "approve", code)
+    assert r.code == 0 and "Approved Stranger" in r.out and "now the owner" in r.out
+    assert "not running" in r.err and "goes out when the daemon runs" in r.out
+    d = await pairing_cli(home, "deny", other_code)
+    assert d.code == 0 and "Refused Other" in d.out
+    async with run_telegram_gateway(home, fake, fake_openai.base_url, env=OPEN) as gw:
+        await wait_said(fake, stranger["id"], "You're in")  # the welcome the CLI left in the ledger
+        await fake.user_says("hello now", user=stranger)
+        await wait_said(fake, stranger["id"], "echo: hello now")
+        revoked = await pairing_cli(home, "revoke", f"telegram:{stranger['id']}")
+        assert revoked.code == 0 and "no longer an owner" in revoked.out
+        assert gw.gateway.runtime is not None
+        msg = InboundMessage("telegram", str(stranger["id"]), ChatType.DM, str(stranger["id"]), "x")
+        assert not gw.gateway.runtime.authorizer.check(msg).allowed
+        data = json.loads((await pairing_cli(home, "list", "--json")).out)
+        assert data["paired"] == [] and data["owners"]["telegram"] == []
+    assert not [t for t in said(fake, other["id"]) if "You're in" in t]  # refused: never welcomed
+    bad = await pairing_cli(home, "revoke", "nowhere:1")
+    assert bad.code == 1 and "PLATFORM:ID" in bad.err
