@@ -14,6 +14,7 @@ from adapters.base import OutboundMessage, SendKind
 from gateway.config import LoadedConfig
 from gateway.config.models import PAIRING_PLATFORMS
 from gateway.routing.commands import Command, CommandContext, CommandRegistry
+from gateway.routing.delivery import record_reply
 from gateway.routing.owners import Owners
 from gateway.routing.pairing import PairingOutcome
 from gateway.routing.services import Services
@@ -78,11 +79,15 @@ def pairing_lines(data: dict[str, Any]) -> list[str]:
 async def welcome(services: Services, outcome: PairingOutcome) -> bool:
     """The approved person's welcome, in the DM their code came from, through the delivery ledger."""
     code = outcome.code
-    if not outcome.ok or code is None or code.platform not in services.adapters:
+    if not outcome.ok or code is None:
+        return False
+    out = OutboundMessage(code.platform, code.chat_id, WELCOME, kind=SendKind.REPLY)
+    if code.platform not in services.adapters:
+        # Not served by this run: the ledger keeps it for the first run that serves the platform.
+        await services.store.write(lambda c: record_reply(c, out, None, None))
         return False
     try:
-        return await services.delivery.send(OutboundMessage(code.platform, code.chat_id, WELCOME,
-                                                            kind=SendKind.REPLY))
+        return await services.delivery.send(out)
     except Exception as exc:  # approved all the same; they will see it when they write
         log.warning("pairing.welcome_failed", platform=code.platform, user_id=code.user_id,
                     error_type=type(exc).__name__)

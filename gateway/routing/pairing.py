@@ -70,6 +70,8 @@ class Pairing:
         self._clock = clock
         #: (platform, account) -> user ids let in by pairing
         self._allowed: dict[tuple[str, str], set[str]] = {}
+        #: (platform, account, user) -> when they were last told "too many waiting" (once per interval)
+        self._told_full: dict[tuple[str, str, str], float] = {}
 
     async def load(self) -> None:
         """The users let in and the owners recorded, from state.db (at start)."""
@@ -122,6 +124,11 @@ class Pairing:
         if result == "recent":
             return None, "pairing code already given lately"
         if result == "full":
+            told = (msg.platform, account, user_id)
+            if now - self._told_full.get(told, float("-inf")) < REQUEST_INTERVAL:
+                return None, "pairing requests full (told already)"
+            self._told_full = {k: t for k, t in self._told_full.items() if now - t < REQUEST_INTERVAL}
+            self._told_full[told] = now
             return (f"I can't take more pairing requests right now ({MAX_PENDING} are waiting for the owner). "
                     "Please try again later."), "pairing requests full"
         minutes = int(CODE_TTL // 60)

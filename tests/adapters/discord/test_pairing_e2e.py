@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -17,7 +19,8 @@ OPEN = {"DISCORD_ALLOWED_USERS": ""}
 
 
 async def test_stranger_pairs_through_the_cli_and_then_chats(tmp_path: Path, fake_openai: FakeOpenAI,
-                                                             fake_discord: FakeDiscord) -> None:
+                                                             fake_discord: FakeDiscord,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
     fake, home = fake_discord, tmp_path / "h"
     stranger = fake.add_user("stranger")
     dm = fake.dm_channel(stranger)["id"]
@@ -34,7 +37,9 @@ async def test_stranger_pairs_through_the_cli_and_then_chats(tmp_path: Path, fak
         assert gw.gateway.services.owners.of("discord") == [stranger["id"]]
     assert rows(home / "state.db", "SELECT account_id, user_id FROM gateway_pairing_allowed") == [
         (str(fake.application_id), stranger["id"])]
-    nowhere_in_clear(home, code, r.out, r.err)
+    logs = capsys.readouterr()
+    assert "pairing code given" in logs.out
+    nowhere_in_clear(home, code, r.out, r.err, logs.out, logs.err)
 
 
 async def test_another_bot_application_does_not_take_the_approval(tmp_path: Path, fake_openai: FakeOpenAI) -> None:

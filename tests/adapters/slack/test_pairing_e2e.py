@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.emulators.fake_slack import FakeSlack
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -19,7 +21,8 @@ STRANGER, STRANGER_DM = "U0STRANGE1", "D0DM0002"
 
 
 async def test_stranger_pairs_through_the_cli_and_then_chats(tmp_path: Path, fake_openai: FakeOpenAI,
-                                                             fake_slack: FakeSlack) -> None:
+                                                             fake_slack: FakeSlack,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
     fake, home = fake_slack, tmp_path / "h"
     async with run_slack_gateway(home, fake, fake_openai.base_url, env=OPEN,
                                  config={"logging": {"level": "debug"}}) as gw:
@@ -33,7 +36,9 @@ async def test_stranger_pairs_through_the_cli_and_then_chats(tmp_path: Path, fak
         assert gw.adapter.account_id == f"{fake.team_id}:U0BOT0001"
     assert rows(home / "state.db", "SELECT account_id, user_id FROM gateway_pairing_allowed") == [
         (f"{fake.team_id}:U0BOT0001", STRANGER)]
-    nowhere_in_clear(home, code, r.out, r.err)
+    logs = capsys.readouterr()
+    assert "pairing code given" in logs.out
+    nowhere_in_clear(home, code, r.out, r.err, logs.out, logs.err)
 
 
 async def test_the_app_in_another_workspace_does_not_take_the_approval(tmp_path: Path,

@@ -48,7 +48,9 @@ async def test_stranger_pairs_through_the_cli_and_then_chats(
 ) -> None:
     fake, home = fake_telegram, tmp_path / "h"
     stranger = fake.add_user("Stranger", username="stranger")
+    group = fake.group("Team")
     async with run_telegram_gateway(home, fake, fake_openai.base_url, env=OPEN, config=DEBUG) as gw:
+        await fake.user_says("anyone here?", user=stranger, chat=group)  # groups: never answered
         code = await code_for(fake, stranger, "hello, who are you?")
         assert fake_openai.chat_requests == []  # no turn for a stranger
         listed = await pairing_cli(home, "list")
@@ -80,6 +82,7 @@ async def test_stranger_pairs_through_the_cli_and_then_chats(
         await fake.user_says("after restart", user=stranger)
         await wait_said(fake, stranger["id"], "echo: after restart")
     out = capsys.readouterr()
+    assert said(fake, group["id"]) == []
     assert "auth.refused" in out.out and "pairing code given" in out.out
     assert "hello, who are you?" not in out.out  # never a refused message's text
     nowhere_in_clear(home, code, out.out, out.err, r.out, r.err, listed.out)

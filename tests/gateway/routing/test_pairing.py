@@ -140,6 +140,7 @@ async def test_one_code_per_sender_per_interval_and_three_waiting_per_account(wo
     await world.code("u3")
     full, why = await world.pairing.request(dm("u4"))
     assert full is not None and "can't take more" in full and why == "pairing requests full"
+    assert await world.pairing.request(dm("u4")) == (None, "pairing requests full (told already)")
     await world.code("u4", "slack")  # another account has its own three
     world.clock.now += REQUEST_INTERVAL
     # u1's new code replaces the first (still three waiting: u1's new one takes its place).
