@@ -203,3 +203,28 @@ async def test_without_a_daemon_the_cli_writes_state_db_and_the_welcome_waits_fo
     assert not [t for t in said(fake, other["id"]) if "You're in" in t]  # refused: never welcomed
     bad = await pairing_cli(home, "revoke", "nowhere:1")
     assert bad.code == 1 and "PLATFORM:ID" in bad.err
+
+
+async def test_an_owner_approves_in_the_chat_and_revokes(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
+) -> None:
+    fake = fake_telegram
+    owner, stranger = fake.user, fake.add_user("Newcomer")
+    config = {"auth": {"owners": [f"telegram:{owner['id']}"], "unknown_dm": {"telegram": "pair"}}}
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url, env=OPEN, config=config):
+        code = await code_for(fake, stranger)
+        await fake.user_says(f"/pair approve {code}")
+        await wait_said(fake, owner["id"], f"✅ Approved Newcomer ({stranger['id']}) on telegram.")
+        await wait_said(fake, stranger["id"], "You're in")
+        await fake.user_says("thanks", user=stranger)
+        await wait_said(fake, stranger["id"], "echo: thanks")
+        await fake.user_says("/pair list")
+        listing = await wait_said(fake, owner["id"], "Let in by pairing (1)")
+        assert f"telegram: {stranger['id']} Newcomer" in listing and f"telegram: {owner['id']}" in listing
+        await fake.user_says(f"/pair revoke {stranger['id']}")
+        await wait_said(fake, owner["id"], f"✅ {stranger['id']} may no longer talk to this bot on telegram.")
+        await fake.user_says("/pair", user=stranger)  # a stranger again: the refusal path, no command
+        await fake.user_says("/pair approve")
+        await wait_said(fake, owner["id"], "Name the code: /pair approve CODE")
+    assert not [t for t in said(fake, stranger["id"]) if "Only an owner" in t or "Waiting" in t]
+    assert [t for t in said(fake, stranger["id"]) if "echo:" in t] == ["echo: thanks"]
