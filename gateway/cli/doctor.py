@@ -27,6 +27,7 @@ from gateway.config.models import PAIRING_PLATFORMS
 from gateway.errors import ConfigError
 from gateway.http import fd_usage, open_file_limit
 from gateway.routing.owners import Owners
+from gateway.routing.pairing import PAIRING_KEY_FILE
 from gateway.status import read_state_file
 from storage import Reader, check_sqlite_features, pairing, quick_check
 from storage.errors import GatewayError, StorageError
@@ -273,6 +274,8 @@ def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
     checks += _check_db(home / "state.db")
     checks.append(_check_mode(home / ".env", ".env file"))
     checks.append(_check_mode(home / "state.db", "state.db yet"))
+    if (home / PAIRING_KEY_FILE).exists():  # made at the first pairing code
+        checks.append(_check_mode(home / PAIRING_KEY_FILE, "pairing key"))
     checks.append(_check_linger(_Systemd("systemctl", loginctl, Path("/run/systemd/system"), system=False)))
     return checks
 

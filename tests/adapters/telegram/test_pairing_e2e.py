@@ -77,6 +77,7 @@ async def test_stranger_pairs_through_the_cli_and_then_chats(
     doctor = await console(home, "doctor")
     assert f"owners telegram: {stranger['id']} (first approved by pairing)" in doctor.out
     assert "allowlist telegram: 1 user id(s) let in by pairing" in doctor.out
+    assert "permissions pairing.key: 0600" in doctor.out
     # The approval outlives the daemon: the stranger is let in after a restart too.
     async with run_telegram_gateway(home, fake, fake_openai.base_url, env=OPEN, config=DEBUG):
         await fake.user_says("after restart", user=stranger)
