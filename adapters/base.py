@@ -282,6 +282,14 @@ class Adapter(abc.ABC):
         #: set by the adapter once it is connected and can send
         self.ready = asyncio.Event()
 
+    @property
+    def account_id(self) -> str | None:
+        """The bot account this adapter speaks as, stable across restarts and known once connected
+        (Telegram: the bot's user id from getMe; Discord: the bot's user id; Slack: ``team:bot user``).
+        What pairing approved is scoped to it. None: not connected yet, or no bot account (the HTTP
+        API, the terminal chat)."""
+        return None
+
     def bind(self, handler: MessageHandler) -> None:
         """The router's entry point; adapters call it for every inbound message."""
         self._handler = handler

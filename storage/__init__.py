@@ -13,7 +13,8 @@ Public surface, the only one other packages use:
   (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``cron`` (scheduled jobs and their runs), ``home_channels``,
   ``attachments`` (the files that came with messages), ``approvals`` (what was approved
   "always" in a session), ``settings`` (settings changed at run time: per session, global),
-  ``userdata`` (one sender's sessions and messages: what an export reads) and ``forget``
+  ``pairing`` (pairing codes,
+  the users owners let in, recorded owners), ``userdata`` (one sender's sessions and messages: what an export reads) and ``forget``
   (every row of one sender deleted in one transaction, with its request row).
 - ``MediaStore``: those files' bytes, content-addressed under
   ``$HERMES_HOME/media/``; ``retention_plan``: which of them media retention removes.
@@ -89,6 +90,7 @@ from .sqlite import (
     ops,
     outbound,
     ownership,
+    pairing,
     queries,
     quick_check,
     read_holder_pid,
@@ -164,6 +166,7 @@ __all__ = [
     "ops",
     "outbound",
     "ownership",
+    "pairing",
     "queries",
     "quick_check",
     "read_holder_pid",

@@ -132,6 +132,11 @@ class DiscordAdapter(Adapter):
         return user.name if user is not None else None
 
     @property
+    def account_id(self) -> str | None:
+        user = self._client.user if self._client is not None else None
+        return str(user.id) if user is not None else None
+
+    @property
     def catchup_runs(self) -> int:
         """Read-backs after a reconnect so far (for tests and /status)."""
         return self._intake.catchup_runs

@@ -87,6 +87,8 @@ class SlackAdapter(Adapter):
         self._stream_client: AsyncWebClient | None = None
         #: the workspace's team id (or its enterprise id), from auth.test
         self._workspace = ""
+        #: the bot's user id in that workspace (auth.test), once connected
+        self._bot_user: str | None = None
         self._stream_support = StreamSupport()
         self._session: aiohttp.ClientSession | None = None
         self._app: AsyncApp | None = None
@@ -123,6 +125,11 @@ class SlackAdapter(Adapter):
         return self._health.history
 
     @property
+    def account_id(self) -> str | None:
+        # The same app installed in two workspaces is two bot accounts: the team is part of it.
+        return f"{self._workspace}:{self._bot_user}" if self._bot_user else None
+
+    @property
     def reconnects(self) -> int:
         """Socket Mode reconnects made by the watchdog (for tests and /status)."""
         return self._socket.reconnects
@@ -143,6 +150,7 @@ class SlackAdapter(Adapter):
             me, auth = await identify(client)
             team, enterprise = auth.get("team_id"), auth.get("enterprise_id")
             self._workspace = str(team or enterprise or "")
+            self._bot_user = me.user_id
             self._app = self._intake.make_app(me, team if isinstance(team, str) else None,
                                               enterprise if isinstance(enterprise, str) else None, self._session)
             if self.settings.mode == "http":

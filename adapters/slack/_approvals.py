@@ -29,7 +29,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from .._text import clean_text
-from ..approvals import APPROVAL_CHOICES, ApprovalChoice, ApprovalPrompt, approval_data
+from ..approvals import ApprovalChoice, ApprovalPrompt, approval_data
 from ..base import AdapterError, ChatType, InboundMessage, OutboundMessage
 from ..choices import ChoicePrompt, press_command
 from ._inbound import PLATFORM

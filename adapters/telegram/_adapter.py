@@ -87,6 +87,11 @@ class TelegramAdapter(Adapter):
         return self._connection.username
 
     @property
+    def account_id(self) -> str | None:
+        me = self._connection.me
+        return str(me.id) if me is not None else None
+
+    @property
     def health(self) -> str:
         """Inbound liveness for /readyz: "degraded" while getUpdates keeps stalling or failing."""
         if not self.ready.is_set():

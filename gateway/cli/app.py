@@ -16,6 +16,7 @@ from gateway.cli.chat import chat as chat_command
 from gateway.cli.cron import cron_app
 from gateway.cli.insights import insights as insights_command
 from gateway.cli.ops import register as register_ops_commands
+from gateway.cli.pairing import pairing_app
 from gateway.cli.service import service_app
 from gateway.cli.sessions import sessions_app
 from gateway.cli.sessions_browse import browse as browse_sessions
@@ -101,6 +102,7 @@ app.add_typer(sessions_app, name="sessions")
 app.add_typer(service_app, name="service")
 app.add_typer(cron_app, name="cron")
 app.add_typer(users_app, name="users")
+app.add_typer(pairing_app, name="pairing")
 register_ops_commands(app)
 app.command("chat")(chat_command)
 app.command("insights")(insights_command)

@@ -24,10 +24,13 @@ from gateway.cli.service import (
 )
 from gateway.cli.systemd_unit import LIMIT_NOFILE, STOP_MARGIN, installed_limit_nofile, installed_stop_timeout
 from gateway.config import LoadedConfig, default_home, load_config
+from gateway.config.models import PAIRING_PLATFORMS
 from gateway.errors import ConfigError
 from gateway.http import fd_usage, open_file_limit
+from gateway.routing.owners import Owners
+from gateway.routing.pairing import PAIRING_KEY_FILE
 from gateway.status import read_state_file
-from storage import check_sqlite_features, quick_check
+from storage import Reader, check_sqlite_features, pairing, quick_check
 from storage.errors import GatewayError, StorageError
 
 __all__ = ["Check", "doctor", "run_checks"]
@@ -55,18 +58,53 @@ def _check_config(home: Path) -> tuple[Check, LoadedConfig | None]:
     return Check("config", "ok", f"{config.config_file} is valid{also}"), config
 
 
-def _check_allowlist(config: LoadedConfig, platform: str) -> Check:
+_Paired = tuple[list[pairing.RecordedOwner], list[pairing.AllowedUser]]
+
+
+def _paired(db: Path) -> _Paired:
+    """The owners pairing recorded and the users it let in (state.db, read-only; none without one)."""
+    if not db.exists():
+        return [], []
+    reader = Reader(db, workers=1)
+    try:
+        return reader.run_sync(lambda c: (pairing.owners(c), pairing.allowed(c)))
+    except sqlite3.OperationalError:  # a state.db no daemon of this version has opened yet
+        return [], []
+    finally:
+        reader.close()
+
+
+def _check_allowlist(config: LoadedConfig, platform: str, paired: _Paired) -> Check:
     """A platform with a token but nobody allowed answers no one: default deny (routing/auth.py)."""
     ids, allow_all = config.platform_allowlist(platform)
     if allow_all:
         return Check(f"allowlist {platform}", "ok", "anyone may chat (allow-all is on)")
+    let_in = sum(u.platform == platform for u in paired[1])
+    by_pairing = f", {let_in} let in by pairing" if let_in else ""
     if ids:
-        return Check(f"allowlist {platform}", "ok", f"{len(ids)} user id(s) may chat")
+        return Check(f"allowlist {platform}", "ok", f"{len(ids)} user id(s) may chat{by_pairing}")
+    if let_in:
+        return Check(f"allowlist {platform}", "ok", f"{let_in} user id(s) let in by pairing (hermes-gateway "
+                     "pairing list)")
     prefix = platform.upper()
     return Check(f"allowlist {platform}", "warn", f"{platform} has a token but nobody may chat: "
                  "no allowlist, no allow-all",
                  f"add {prefix}_ALLOWED_USERS=<your {platform} user id> (or GATEWAY_ALLOWED_USERS) to "
-                 f"{config.home / '.env'}; {prefix}_ALLOW_ALL_USERS=true lets anyone in")
+                 f"{config.home / '.env'}; {prefix}_ALLOW_ALL_USERS=true lets anyone in; or DM the bot and "
+                 "approve the code you get with `hermes-gateway pairing approve CODE`")
+
+
+def _check_owners(config: LoadedConfig, platform: str, paired: _Paired) -> Check:
+    """Who approves pairings and tools' questions on ``platform``: named, never guessed."""
+    owners = Owners(config.settings.auth.owners)
+    configured = owners.configured_for(platform)
+    recorded = sorted({o.user_id for o in paired[0] if o.platform == platform} - set(configured))
+    named = [f"{uid} (auth.owners)" for uid in configured] + [f"{uid} (first approved by pairing)"
+                                                              for uid in recorded]
+    if named:
+        return Check(f"owners {platform}", "ok", ", ".join(named))
+    return Check(f"owners {platform}", "ok", "none yet: the first person approved with `hermes-gateway pairing "
+                 "approve` becomes the owner (or set auth.owners)")
 
 
 def _check_approvals(config: LoadedConfig) -> Check:
@@ -97,7 +135,10 @@ def _check_tokens(config: LoadedConfig) -> list[Check]:
         checks.append(Check(f"token {env}", "ok", "set") if value is not None else
                       Check(f"token {env}", "fail", "missing", f"add {env}=<token> to {config.home / '.env'}"))
         if value is not None:
-            checks.append(_check_allowlist(config, platform))
+            paired = _paired(config.db_path)
+            checks.append(_check_allowlist(config, platform, paired))
+            if platform in PAIRING_PLATFORMS:
+                checks.append(_check_owners(config, platform, paired))
     api = p.api_server
     if api.enabled and api.host not in ("127.0.0.1", "localhost", "::1"):
         checks.append(Check("token API_SERVER_KEY", "ok", "set") if api.key is not None else
@@ -247,6 +288,8 @@ def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
     checks += _check_db(home / "state.db")
     checks.append(_check_mode(home / ".env", ".env file"))
     checks.append(_check_mode(home / "state.db", "state.db yet"))
+    if (home / PAIRING_KEY_FILE).exists():  # made at the first pairing code
+        checks.append(_check_mode(home / PAIRING_KEY_FILE, "pairing key"))
     checks.append(_check_linger(_Systemd("systemctl", loginctl, Path("/run/systemd/system"), system=False)))
     return checks
 

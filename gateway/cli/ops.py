@@ -105,6 +105,9 @@ def _print_status(data: dict[str, Any]) -> None:
     approvals = data.get("approvals_waiting")
     if isinstance(approvals, int) and approvals:
         typer.echo(f"Approvals: {approvals} waiting for an answer")
+    owners = data.get("owners")
+    if isinstance(owners, dict) and owners:
+        typer.echo("Owners: " + "; ".join(f"{p} {', '.join(ids) or 'none yet'}" for p, ids in sorted(owners.items())))
     cron = data.get("cron")
     if isinstance(cron, dict) and cron.get("jobs"):
         nxt = cron.get("next")

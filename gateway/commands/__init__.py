@@ -12,6 +12,7 @@
   ``native``: the commands registered in the platforms' own menus
 - ``models``: /model (and its menu's presses); ``usage``: /usage
 - ``userdata``: /export-my-data, /forget-me (a sender's own data)
+- ``pair``: /pair (an owner approves a stranger's pairing code), and what ``hermes-gateway pairing`` shows
 """
 
 from gateway.commands.approvals import register_approval_commands
@@ -21,6 +22,7 @@ from gateway.commands.cron_tool import TurnCronPorts, TurnJobs
 from gateway.commands.identity import register_identity_commands
 from gateway.commands.misc import register_misc_commands
 from gateway.commands.models import register_model_commands
+from gateway.commands.pair import WELCOME, pairing_json, pairing_lines, register_pair_commands, welcome
 from gateway.commands.sessions import register_session_commands
 from gateway.commands.skills import SkillCommands, command_name, skill_clashes
 from gateway.commands.tools import register_tools_commands, render_tools, tools_report
@@ -30,6 +32,7 @@ from gateway.routing.commands import CommandRegistry
 
 __all__ = [
     "JOBS_OFF",
+    "WELCOME",
     "SkillCommands",
     "TurnCronPorts",
     "TurnJobs",
@@ -39,10 +42,13 @@ __all__ = [
     "job_json",
     "job_zone",
     "local_time",
+    "pairing_json",
+    "pairing_lines",
     "register_all_commands",
     "render_tools",
     "skill_clashes",
     "tools_report",
+    "welcome",
 ]
 
 
@@ -57,3 +63,4 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_model_commands(registry)
     register_usage_commands(registry)
     register_userdata_commands(registry)
+    register_pair_commands(registry)

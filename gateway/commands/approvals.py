@@ -85,7 +85,7 @@ def _reply(ctx: CommandContext, approval_id: str, resolution: Resolution) -> str
     if resolution.status == "not_allowed":
         assert pending is not None
         return (f"⚠️ Only {pending.asker} can answer this approval"
-                f"{' (or an approver from tools.approvers)' if ctx.services.approvals.has_approvers else ''}. "
+                f"{ctx.services.approvals.others(pending.platform)}. "
                 "It is still waiting.")
     if resolution.status == "settled":
         if resolution.outcome is not None and resolution.outcome.startswith("⌛"):

@@ -38,6 +38,8 @@ async def _status(ctx: CommandContext) -> str:
         lines += [f"Session: {session_id}", f"Title: {title}", f"Messages: {count}"]
     model, _ = await effective_model(s.store, s.config.settings, ctx.message, session_id)  # what /model set too
     lines.append(f"Model: {model or 'not configured'}")
+    if s.owners.is_owner(ctx.message.platform, ctx.message.user_id):
+        lines.append("You are an owner of this bot (/pair approves strangers' codes)")
     running = "a reply is being written" if s.lanes.busy(ctx.session_key) else "idle"
     lines.append(f"This chat: {running}; {s.lanes.waiting(ctx.session_key)} message(s) waiting")
     asked = s.approvals.in_chat(ctx.message.platform, ctx.message.chat_id, ctx.message.thread_id)

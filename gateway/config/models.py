@@ -117,14 +117,39 @@ class StorageConfig(_Section):
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
 
 
+UnknownDm = Literal["pair", "ignore"]
+#: the platforms whose strangers may be given a pairing code
+PAIRING_PLATFORMS = ("telegram", "discord", "slack")
+
+
 class AuthConfig(_Section):
     allowed_users: list[str] = Field(default_factory=list)
     allow_all_users: bool = False
     #: the people who run this gateway: "123" (that id on every platform) or "telegram:123";
     #: they approve pairings and tools' questions and may use the owner-only commands
     owners: list[str] = Field(default_factory=list)
+    #: what a DM from someone not let in gets: "pair" (a pairing code an owner approves) or "ignore"
+    #: (nothing); one value, or one per platform ({telegram: pair}). Unset: "pair" while the platform
+    #: has no allowlist and no owner, "ignore" once it has one. Groups never get an answer.
+    unknown_dm: UnknownDm | dict[str, UnknownDm] | None = None
 
     _split = field_validator("allowed_users", "owners", mode="before")(id_list)
+
+    @field_validator("unknown_dm")
+    @classmethod
+    def _known_platforms(cls, value: UnknownDm | dict[str, UnknownDm] | None) -> object:
+        if isinstance(value, dict):
+            unknown = sorted(set(value) - set(PAIRING_PLATFORMS))
+            if unknown:
+                raise ValueError(f"unknown_dm names {', '.join(unknown)}: pairing is for "
+                                 f"{', '.join(PAIRING_PLATFORMS)}")
+        return value
+
+    def unknown_dm_for(self, platform: str) -> UnknownDm | None:
+        """``unknown_dm`` as set for ``platform`` (None: not set, the default applies)."""
+        if isinstance(self.unknown_dm, dict):
+            return self.unknown_dm.get(platform)
+        return self.unknown_dm
 
 
 class PlatformsConfig(_Section):

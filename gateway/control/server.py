@@ -10,6 +10,7 @@ JSON (see ``gateway.control.client``). Operations:
   ``sessions.prune`` ``{"older_than_days", "source"}`` -> ``gateway.cli.sessions_admin``
 - ``cron.list``, ``cron.add``, ``cron.pause|resume|remove|run`` -> ``gateway.control.cron_ops``
 - ``users.forget`` -> ``gateway.control.users_ops``
+- ``pairing.list``, ``pairing.approve|deny`` ``{"code"}``, ``pairing.revoke`` -> ``gateway.control.pairing_ops``
 - ``tools`` ``{"platform", "chat_type"}`` -> the tools of such a chat (``gateway.commands.tools``)
 - ``chat.open`` ``{"continue": bool, "resume": "<id|prefix|title>"}`` turns the
   connection into one terminal chat (platform ``cli``); ``chat.send`` ``{"text"}``
@@ -44,6 +45,7 @@ from adapters.cli import ChatGoneError, CliAdapter
 from gateway.commands import tools_report
 from gateway.control.client import MAX_REQUEST_BYTES, socket_path
 from gateway.control.cron_ops import cron_ops
+from gateway.control.pairing_ops import pairing_ops
 from gateway.control.users_ops import users_ops
 from gateway.control.wire import (
     Connection,
@@ -105,6 +107,7 @@ class ControlServer:
             "tools": self._tools,
             **cron_ops(lambda: self._services),
             **users_ops(lambda: self._services),
+            **pairing_ops(lambda: self._services),
         }
 
     # ---------------------------------------------------------------- lifecycle

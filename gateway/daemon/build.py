@@ -30,6 +30,7 @@ from gateway.routing.home_channels import HomeChannels
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.owners import Owners
+from gateway.routing.pairing import PAIRING_KEY_FILE, Pairing
 from gateway.routing.resets import MemoryFlush
 from gateway.routing.restart import RestartSwitch
 from gateway.routing.router import Router
@@ -75,6 +76,12 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
     clock = clock or SystemClock()
     jobs = (Jobs(store, settings.cron, adapters=adapters, home_channels=homes, clock=clock,
                  cross_user=settings.sessions.allow_cross_user_resume) if settings.cron.enabled else None)
+    def account_of(platform: str) -> str | None:
+        adapter = adapters.get(platform)
+        return adapter.account_id if adapter is not None else None
+
+    owners = Owners(settings.auth.owners, accounts=account_of)
+    pairing = Pairing(store, owners, config.home / PAIRING_KEY_FILE, accounts=account_of)
     services = Services(
         config=config,
         store=store,
@@ -91,20 +98,21 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         tools=default,
         model_name=settings.model.default,
         media=build_media(config, store, blobs),
-        approvals=Approvals(approvers=settings.tools.approvers, store=store),
+        approvals=Approvals(approvers=settings.tools.approvers, store=store, owners=owners),
         jobs=jobs,
         cron_ports=TurnCronPorts(),
-        owners=Owners(settings.auth.owners),
+        owners=owners,
         skill_commands=skills,
         restart=RestartSwitch(store, request_stop) if request_stop is not None else None,
-        userdata=UserData(store, blobs, config.home),
+        userdata=UserData(store, blobs, config.home, forgotten=pairing.forgotten),
+        pairing=pairing,
     )
     if memory_flush is None and default is not None:
         memory_flush = default.memory_flush
     turns = Turns(services, agents, memory_flush=memory_flush)
     handoffs = HandoffRunner(services, turns.run_in_lane, timeout=settings.sessions.handoff_timeout_seconds)
     # The terminal chat is authenticated by its 0600 socket; it has no allowlist to warn about.
-    authorizer = Authorizer(config, [p for p in adapters if p != "cli"])
+    authorizer = Authorizer(config, [p for p in adapters if p != "cli"], owners=owners, pairing=pairing)
     router = Router(services, authorizer, turns, commands, handoffs)
     scheduler = None
     if jobs is not None:

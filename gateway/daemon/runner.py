@@ -139,6 +139,8 @@ class Gateway:
                                     # a standalone chat's gateway ends with its chat: it never restarts
                                     request_stop=None if self.standalone else self.request_stop)
             self.runtime = runtime
+            if runtime.services.pairing is not None:  # who pairing let in, and the owners it recorded
+                await runtime.services.pairing.load()
             runtime.authorizer.warn_if_closed()
             if runtime.services.mcp is not None:
                 await runtime.services.mcp.start()  # in the background: readiness never waits for a server

@@ -8,6 +8,7 @@ from gateway.routing.delivery import Delivery
 from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.owners import Owners
+from gateway.routing.pairing import Pairing, PairingOutcome
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.router import Router
 from gateway.routing.services import Compressor, Handoffs, Services
@@ -29,6 +30,8 @@ __all__ = [
     "Lanes",
     "MemoryFlush",
     "Owners",
+    "Pairing",
+    "PairingOutcome",
     "PendingApproval",
     "Resets",
     "Router",

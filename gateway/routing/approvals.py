@@ -35,6 +35,7 @@ from adapters.approvals import ApprovalChoice, ApprovalPrompt
 from adapters.base import Adapter, InboundMessage, OutboundMessage, SendKind
 from core.tools import ApprovalDecision, ApprovalRequest
 from gateway.config.tools import ToolsConfig
+from gateway.routing.owners import Owners
 from storage import StateStore
 from storage import approvals as always_rows
 
@@ -142,10 +143,13 @@ def shown_action(action: str, limit: int = _ACTION_SHOWN) -> str:
 class Approvals:
     """The daemon's pending approvals, by id; and the "always" answers of each session."""
 
-    def __init__(self, *, approvers: Iterable[str] = (), store: StateStore | None = None) -> None:
+    def __init__(self, *, approvers: Iterable[str] = (), store: StateStore | None = None,
+                 owners: Owners | None = None) -> None:
         """``approvers``: ``tools.approvers``, user ids ("123") or platform-qualified ones ("telegram:123")
-        who may answer any question besides its asker. ``store``: where "always" is kept (None: memory)."""
+        who may answer any question besides its asker; the gateway's ``owners`` may too.
+        ``store``: where "always" is kept (None: memory)."""
         self._approvers = frozenset(a.strip() for a in approvers if a.strip())
+        self._owners = owners
         self._store = store
         self._pending: dict[str, PendingApproval] = {}
         self._settled: OrderedDict[str, str] = OrderedDict()
@@ -162,6 +166,15 @@ class Approvals:
     @property
     def has_approvers(self) -> bool:
         return bool(self._approvers)
+
+    def others(self, platform: str) -> str:
+        """Who besides the asker may answer on ``platform``, as a parenthesis ("" for nobody)."""
+        owner = self._owners is not None and self._owners.has_any(platform)
+        if owner and self._approvers:
+            return " (or an owner, or an approver from tools.approvers)"
+        if owner:
+            return " (or an owner)"
+        return " (or an approver from tools.approvers)" if self._approvers else ""
 
     def open(self, request: ApprovalRequest, *, session_id: str, session_key: str, platform: str, chat_id: str,
              thread_id: str | None, asker_id: str | None, asker_name: str | None, timeout: float) -> PendingApproval:
@@ -199,6 +212,8 @@ class Approvals:
         if user_id is None:
             return False
         if platform == pending.platform and user_id == pending.asker_id:
+            return True
+        if self._owners is not None and self._owners.is_owner(platform, user_id):
             return True
         return user_id in self._approvers or f"{platform}:{user_id}" in self._approvers
 
@@ -345,9 +360,7 @@ class TurnApprover:
 
     def _text(self, pending: PendingApproval) -> str:
         request = pending.request
-        who = pending.asker
-        if self._approvals.has_approvers:
-            who += " (or an approver from tools.approvers)"
+        who = pending.asker + self._approvals.others(pending.platform)
         return (f"🔐 Approval needed: {request.tool} wants to do this:\n\n{shown_action(request.action)}\n\n"
                 f"Why: {shown_action(request.reason, _ACTION_SETTLED)}\nWho can answer: {who}\n"
                 f"No answer within {pending.timeout:g} s means no.")

@@ -13,7 +13,7 @@ from typing import Literal
 
 import structlog
 
-from adapters.base import Disposition, InboundMessage, OutboundMessage, SendKind
+from adapters.base import ChatType, Disposition, InboundMessage, OutboundMessage, SendKind
 from gateway.errors import (
     BadInputError,
     ChatBusyError,
@@ -25,7 +25,7 @@ from gateway.errors import (
     describe,
 )
 from gateway.logs import redact
-from gateway.routing.auth import Authorizer
+from gateway.routing.auth import Authorizer, Decision
 from gateway.routing.commands import CommandContext, CommandRegistry, parse_command
 from gateway.routing.lanes import Job
 from gateway.routing.services import Handoffs, Services, SkillCall
@@ -79,7 +79,7 @@ class Router:
     async def _handle(self, msg: InboundMessage) -> Disposition:
         decision = self._auth.check(msg)
         if not decision.allowed:
-            self._auth.log_refusal(msg, decision)
+            await self._refused(msg, decision)
             return Disposition.REFUSED
         if not msg.addressed:
             return Disposition.IGNORED
@@ -117,6 +117,18 @@ class Router:
                 await dedupe.record(msg.platform, delivery_key, user_id=msg.user_id)
             else:  # never processed: a redelivery must count
                 dedupe.release(msg.platform, delivery_key)
+
+    async def _refused(self, msg: InboundMessage, decision: Decision) -> None:
+        """A sender not let in: a DM may get a pairing code (``auth.unknown_dm``); groups get nothing."""
+        pairing = self.services.pairing
+        if (pairing is not None and msg.chat_type is ChatType.DM and msg.addressed
+                and self._auth.unknown_dm(msg.platform) == "pair"):
+            reply, why = await pairing.request(msg)
+            decision = Decision(False, f"{decision.reason}; {why}")
+            if reply is not None:
+                # Sent as it is, never logged: the code is in it.
+                await self._send(msg, reply, SendKind.NOTICE)
+        self._auth.log_refusal(msg, decision)
 
     async def _retried(self, msg: InboundMessage, delivery_key: str) -> Disposition | None:
         """A retry of a request seen before, whose sender waits for an answer: the first one's

@@ -24,6 +24,7 @@ from gateway.routing.lanes import Lanes
 from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.models import ModelPickers
 from gateway.routing.owners import Owners
+from gateway.routing.pairing import Pairing
 from gateway.routing.restart import RestartSwitch
 from gateway.routing.session_index import SessionIndex
 from gateway.routing.session_key import SessionKeySettings
@@ -122,4 +123,6 @@ class Services:
     #: a sender's export and forget, a ``gateway.userdata.UserData`` (None: a test without it). Routing
     #: sits below that room: read it typed with ``gateway.userdata.userdata_of(services)``.
     userdata: Any = None
+    #: pairing codes and the users owners let in (None: no pairing, as in tests without it)
+    pairing: Pairing | None = None
     started_at: float = field(default_factory=time.time)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from adapters.base import AdapterStateView
+from gateway.config.models import PAIRING_PLATFORMS
 from gateway.logs import redact
 from gateway.routing.services import Services
 from gateway.scheduler import jobs_of
@@ -104,6 +105,7 @@ def status_snapshot(src: SnapshotSource, *, running: bool = True, started_at: fl
         body["approvals_waiting"] = services.approvals.count
         body["storage"] = {"queue_depth": w.queue_depth, "commits": w.commits, "busy_retries": w.busy_retries}
         body["model"] = services.model_name
+        body["owners"] = {p: services.owners.of(p) for p in sorted(services.adapters) if p in PAIRING_PLATFORMS}
         jobs = jobs_of(services)
         if jobs is not None:
             body["cron"] = jobs.status()

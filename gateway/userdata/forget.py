@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,10 +53,14 @@ def clear_profile(home: Path) -> int:
 
 
 class Forgetter:
-    def __init__(self, store: StateStore, blobs: MediaStore | None, home: Path) -> None:
+    def __init__(self, store: StateStore, blobs: MediaStore | None, home: Path, *,
+                 forgotten: Callable[[str, str], None] | None = None) -> None:
+        """``forgotten``: told (platform, user id) once their rows are gone, so that what the daemon
+        keeps in memory about them (whom pairing let in, the owners it recorded) goes too."""
         self._store = store
         self._blobs = blobs
         self._home = home
+        self._forgotten = forgotten
         self._vacuums: set[asyncio.Task[None]] = set()
 
     async def forget(self, platform: str, user_id: str, *, requested_by: str, forget_memory: bool,
@@ -64,6 +69,8 @@ class Forgetter:
             c, platform, user_id, requested_by=requested_by, forget_memory=forget_memory, now=time.time()))
         log.info("userdata.forgotten", platform=platform, request_id=outcome.request_id, **{
             k.replace(" ", "_"): v for k, v in outcome.counts.items()})
+        if self._forgotten is not None:
+            self._forgotten(platform, user_id)
         row = ForgetRequestRow(outcome.request_id, platform, user_id, requested_by, "files", forget_memory,
                                outcome.digests, {"counts": outcome.counts})
         report = await self.finish(row)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,12 +67,13 @@ async def _chunks(path: Path) -> AsyncIterator[bytes]:
 
 
 class UserData:
-    def __init__(self, store: StateStore, blobs: MediaStore | None, home: Path) -> None:
+    def __init__(self, store: StateStore, blobs: MediaStore | None, home: Path, *,
+                 forgotten: Callable[[str, str], None] | None = None) -> None:
         self.store = store
         self.blobs = blobs
         self.home = home
         self.confirmations = Confirmations()
-        self.forgetter = Forgetter(store, blobs, home)
+        self.forgetter = Forgetter(store, blobs, home, forgotten=forgotten)
         #: forgets under way, by sender (a second request waits for none: it is refused)
         self.forgetting: set[tuple[str, str]] = set()
         self._tasks: set[asyncio.Task[None]] = set()

@@ -14,7 +14,7 @@ By job:
   ``_fts``: sessions and messages; ``_prune``: what a prune deletes and
   which ended sessions it keeps for a lineage; ``_usage``: token usage over time.
 - ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``, ``_cron``,
-  ``_home_channels``, ``_attachments``, ``_approvals``, ``_settings``: the gateway's tables;
+  ``_home_channels``, ``_attachments``, ``_approvals``, ``_settings``, ``_pairing``: the gateway's tables;
   ``_userdata`` (one sender's sessions and messages, for an export) and ``_forget`` (deleting
   every row of one sender in one transaction): a person's data across them.
 
@@ -35,6 +35,7 @@ from . import _inbound as inbound
 from . import _ops as ops
 from . import _outbound as outbound
 from . import _ownership as ownership
+from . import _pairing as pairing
 from . import _queries as queries
 from . import _search as search
 from . import _settings as settings
@@ -77,6 +78,7 @@ __all__ = [
     "ops",
     "outbound",
     "ownership",
+    "pairing",
     "queries",
     "quick_check",
     "read_holder_pid",

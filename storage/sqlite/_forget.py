@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .._senders import FORGOTTEN_MARKER, ForgetOutcome, ForgetRequestRow
+from . import _pairing
 from ._attachments import delete_for_sessions, delete_rows, for_messages, referenced
 from ._ops import delete_sessions, replace_with_marker
 from ._outbound import _files, files_referenced
@@ -38,8 +39,9 @@ __all__ = ["TABLE_FORGETTERS", "finish", "forget_sender", "get_request", "refere
 
 #: (what the report calls it, a function of (connection, platform, user id) deleting that table's
 #: rows of the sender, returning how many): tables of other features that name a sender.
-#: MERGE(pairing): the pairing issue adds ``("pairing records", pairing.forget_user)`` here.
-TABLE_FORGETTERS: list[tuple[str, Callable[[sqlite3.Connection, str, str], Any]]] = []
+TABLE_FORGETTERS: tuple[tuple[str, Callable[[sqlite3.Connection, str, str], Any]], ...] = (
+    ("pairing records", _pairing.forget_user),
+)
 
 
 def _marks(n: int) -> str:

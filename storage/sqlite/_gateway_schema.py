@@ -330,6 +330,51 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
         ),
     ),
     Migration(
+        12,
+        "pairing: codes a stranger's DM was given (hashed), the users owners let in, owners recorded",
+        (
+            # A code is kept only as its keyed hash (HMAC, the key outside state.db); each is scoped to the platform and the bot
+            # account (a Telegram bot, a Discord application, a Slack workspace's bot) that gave it.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_pairing_codes (
+                id INTEGER PRIMARY KEY,
+                platform TEXT NOT NULL,
+                account_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                user_name TEXT,
+                chat_id TEXT NOT NULL,
+                code_hash BLOB NOT NULL,
+                created_at REAL NOT NULL,
+                expires_at REAL NOT NULL,
+                failures INTEGER NOT NULL DEFAULT 0,
+                status TEXT NOT NULL DEFAULT 'pending'
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_pairing_codes_user ON gateway_pairing_codes(platform, user_id)",
+            "CREATE INDEX IF NOT EXISTS idx_gateway_pairing_codes_hash ON gateway_pairing_codes(code_hash)",
+            """
+            CREATE TABLE IF NOT EXISTS gateway_pairing_allowed (
+                platform TEXT NOT NULL,
+                account_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                user_name TEXT,
+                approved_by TEXT,
+                approved_at REAL NOT NULL,
+                PRIMARY KEY (platform, account_id, user_id)
+            ) WITHOUT ROWID
+            """,
+            """
+            CREATE TABLE IF NOT EXISTS gateway_owners (
+                platform TEXT NOT NULL,
+                account_id TEXT NOT NULL,
+                user_id TEXT NOT NULL,
+                recorded_at REAL NOT NULL,
+                PRIMARY KEY (platform, account_id, user_id)
+            ) WITHOUT ROWID
+            """,
+        ),
+    ),
+    Migration(
         13,
         "who sent each stored user message, and the requests to forget a sender (/forget-me)",
         (

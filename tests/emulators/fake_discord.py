@@ -144,6 +144,7 @@ class FakeDiscord(SelectMethods, InteractionMethods, FakeServer):
         message_content_allowed: bool = True,
         echo_bot_messages: bool = True,
         edit_limit: tuple[int, float] | None = (5, 5.0),
+        application_id: int | None = None,
     ) -> None:
         super().__init__()
         self.token = token
@@ -156,7 +157,8 @@ class FakeDiscord(SelectMethods, InteractionMethods, FakeServer):
         self.echo_bot_messages = echo_bot_messages
         self._ids = itertools.count(1)
         self._last_snowflake = 0
-        self.application_id = self.snowflake()
+        #: the bot's application (and user) id: another value is another bot account
+        self.application_id = self.snowflake() if application_id is None else application_id
         self.bot = {"id": str(self.application_id), "username": "hermes", "discriminator": "0",
                     "global_name": "Hermes", "avatar": None, "bot": True, "flags": 0}
         self.user = self._make_user("alice")
@@ -208,8 +210,11 @@ class FakeDiscord(SelectMethods, InteractionMethods, FakeServer):
         return {"id": str(self.snowflake()), "username": name, "discriminator": "0", "global_name": name.title(),
                 "avatar": None, "bot": False}
 
-    def add_user(self, name: str) -> dict[str, Any]:
+    def add_user(self, name: str, *, user_id: str | None = None) -> dict[str, Any]:
+        """A user; ``user_id``: a given one (the same person seen by another bot account)."""
         user = self._make_user(name)
+        if user_id is not None:
+            user["id"] = user_id
         self.users[user["id"]] = user
         return user
 

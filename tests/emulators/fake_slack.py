@@ -113,8 +113,11 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, F
         rate_limits: dict[str, int] | None = None,
         rate_window: float = 60.0,
         scopes: frozenset[str] = DEFAULT_SCOPES,
+        team_id: str = TEAM,
     ) -> None:
         super().__init__()
+        #: the workspace the app is installed in: the same app in another one is another bot account
+        self.team_id = team_id
         self.bot_token = bot_token
         self.app_token = app_token
         self.signing_secret = signing_secret
@@ -141,7 +144,7 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, F
         self._ids = itertools.count(1)
         self._http: aiohttp.ClientSession | None = None
         #: the files users shared, served like files.slack.com
-        self.files = SlackFiles(TEAM, lambda: self.bot_token)
+        self.files = SlackFiles(self.team_id, lambda: self.bot_token)
         #: the scopes the bot token was granted
         self.scopes = set(scopes)
         #: the largest file ``files.getUploadURLExternal`` takes (``file_upload_size_restricted`` above)
@@ -236,7 +239,7 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, F
         return self._respond(call, 200, handler(params))
 
     def _m_auth_test(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {"ok": True, "url": "https://fake.slack.com/", "team": "Fake", "user": "hermes", "team_id": TEAM,
+        return {"ok": True, "url": "https://fake.slack.com/", "team": "Fake", "user": "hermes", "team_id": self.team_id,
                 "user_id": BOT_USER, "bot_id": BOT_ID, "is_enterprise_install": False}
 
     def _m_apps_connections_open(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -342,9 +345,9 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, F
     def event_body(self, event: dict[str, Any], *, event_id: str | None = None) -> dict[str, Any]:
         """An ``event_callback`` envelope around ``event``."""
         return {
-            "token": "verification-token-unused", "team_id": TEAM, "api_app_id": APP_ID, "type": "event_callback",
+            "token": "verification-token-unused", "team_id": self.team_id, "api_app_id": APP_ID, "type": "event_callback",
             "event_id": event_id or self.next_event_id(), "event_time": int(time.time()),
-            "authorizations": [{"team_id": TEAM, "user_id": BOT_USER, "is_bot": True}], "event": event,
+            "authorizations": [{"team_id": self.team_id, "user_id": BOT_USER, "is_bot": True}], "event": event,
         }
 
     async def deliver(self, body: dict[str, Any], *, retry_num: int = 0) -> Any:
@@ -379,7 +382,7 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, F
             text = f"<@{BOT_USER}> {text}"
         ts = self.next_ts()
         event: dict[str, Any] = {"type": "message", "user": str(user or self.user), "text": text, "ts": ts,
-                                 "channel": channel, "channel_type": channel_type, "event_ts": ts, "team": TEAM}
+                                 "channel": channel, "channel_type": channel_type, "event_ts": ts, "team": self.team_id}
         if files:
             event.update({"subtype": "file_share", "upload": False, "display_as_bot": False,
                           "files": [self.files.file_object(self.endpoint(), event["user"], f) for f in files]})
@@ -403,7 +406,7 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, F
         """A user runs a slash command: a ``slash_commands`` envelope, or a signed form POST (HTTP)."""
         from urllib.parse import urlencode
 
-        payload = {"token": "unused", "team_id": TEAM, "team_domain": "fake", "channel_id": chat,
+        payload = {"token": "unused", "team_id": self.team_id, "team_domain": "fake", "channel_id": chat,
                    "channel_name": "directmessage" if chat.startswith("D") else f"chan-{chat.lower()}",
                    "user_id": user or self.user, "user_name": "someone", "command": command, "text": text,
                    "api_app_id": APP_ID, "response_url": f"{self.endpoint()}/response/{next(self._ids)}",

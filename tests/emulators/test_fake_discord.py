@@ -404,3 +404,16 @@ async def test_uploads_caps_and_nonces_on_the_wire(fake_discord: FakeDiscord) ->
     # Enforced: the second create returns the first message; a nonce without enforce_nonce is not checked.
     assert ids[0] == ids[1] != ids[2]
     assert [m["id"] for m in fake.channel_messages(fake.general)] == [made["id"], ids[0], ids[2]]
+
+
+async def test_another_application_and_the_same_person_seen_by_it() -> None:
+    async with FakeDiscord(application_id=4242) as fake:
+        person = fake.add_user("one", user_id="777")
+        async with aiohttp.ClientSession() as http:
+            headers = {"Authorization": f"Bot {fake.token}"}
+            async with http.get(f"{fake.base_url}/users/@me", headers=headers) as resp:
+                assert (await resp.json())["id"] == "4242"
+            async with http.get(f"{fake.base_url}/oauth2/applications/@me", headers=headers) as resp:
+                assert (await resp.json())["id"] == "4242"
+        msg = await fake.user_says("hi", user=person, dispatch=False)
+        assert msg["author"]["id"] == "777" and fake.users["777"] is person

@@ -289,3 +289,11 @@ async def test_upload_methods_need_files_write() -> None:
     data = refused.value.response.data
     assert isinstance(data, dict)
     assert (data["error"], data["needed"], data["provided"]) == ("missing_scope", "files:write", "chat:write,files:read")
+
+
+async def test_another_workspace_is_named_everywhere() -> None:
+    async with FakeSlack(team_id="T0OTHER99") as fake:
+        me = await client(fake).auth_test()
+        assert me["team_id"] == "T0OTHER99"
+        body = fake.event_body({"type": "message", "user": "U1", "text": "hi", "channel": "D0DM0009"})
+        assert body["team_id"] == "T0OTHER99" and body["authorizations"][0]["team_id"] == "T0OTHER99"
