@@ -12,7 +12,8 @@ Public surface, the only one other packages use:
   queued titles), ``ownership`` (which sessions a chat may see), ``inbound``
   (dedupe), ``outbound`` (delivery ledger), ``handoffs``, ``cron`` (scheduled jobs and their runs), ``home_channels``,
   ``attachments`` (the files that came with messages), ``approvals`` (what was approved
-  "always" in a session), ``settings`` (settings changed at run time: per session, global).
+  "always" in a session), ``settings`` (settings changed at run time: per session, global),
+  ``background`` (/bg tasks), ``history`` (/retry's superseded answers, /undo).
 - ``MediaStore``: those files' bytes, content-addressed under
   ``$HERMES_HOME/media/``; ``retention_plan``: which of them media retention removes.
 - The rows they return, the schema version, id and title helpers, and the
@@ -72,10 +73,12 @@ from .sqlite import (
     WriterStats,
     approvals,
     attachments,
+    background,
     bindings,
     check_sqlite_features,
     cron,
     handoffs,
+    history,
     home_channels,
     inbound,
     latest_gateway_version,
@@ -138,11 +141,13 @@ __all__ = [
     "WriterStats",
     "approvals",
     "attachments",
+    "background",
     "bindings",
     "check_sqlite_features",
     "clean_title",
     "cron",
     "handoffs",
+    "history",
     "home_channels",
     "inbound",
     "is_scaffolding",

@@ -180,7 +180,7 @@ class Router:
             if command is None:
                 await self._notice(msg, f"Unknown command /{parsed.name}. Send /help for the list.")
                 return Disposition.ANSWERED
-            ctx = CommandContext(msg, key, parsed.args, self.services, self._commands, self._handoffs)
+            ctx = CommandContext(msg, key, parsed.args, self.services, self._commands, self._handoffs, self._turns)
             if command.immediate:
                 await self._run_command(ctx, command.handler)
                 return Disposition.ANSWERED

@@ -14,7 +14,8 @@ By job:
   ``_fts``: sessions and messages; ``_prune``: what a prune deletes and
   which ended sessions it keeps for a lineage; ``_usage``: token usage over time.
 - ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``, ``_cron``,
-  ``_home_channels``, ``_attachments``, ``_approvals``, ``_settings``: the gateway's tables.
+  ``_home_channels``, ``_attachments``, ``_approvals``, ``_settings``, ``_background``: the gateway's tables;
+  ``_history``: a session's history edited (/retry's superseded answers, /undo).
 
 Every function of a connection runs inside whatever transaction the caller
 opened (``StateStore.write`` gives it the writer's), so callers compose them
@@ -24,9 +25,11 @@ other packages use.
 
 from . import _approvals as approvals
 from . import _attachments as attachments
+from . import _background as background
 from . import _bindings as bindings
 from . import _cron as cron
 from . import _handoffs as handoffs
+from . import _history as history
 from . import _home_channels as home_channels
 from . import _inbound as inbound
 from . import _ops as ops
@@ -59,10 +62,12 @@ __all__ = [
     "WriterStats",
     "approvals",
     "attachments",
+    "background",
     "bindings",
     "check_sqlite_features",
     "cron",
     "handoffs",
+    "history",
     "home_channels",
     "inbound",
     "latest_gateway_version",

@@ -324,4 +324,44 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             """,
         ),
     ),
+    Migration(
+        14,
+        "conversation controls: answers a /retry superseded, background turns (/bg)",
+        (
+            # A message replaced by /retry: kept (a v11 row like any other, which readers of the
+            # reference schema still see), but never loaded as history again. Keyed by the message:
+            # a message deleted by /undo or with its session takes its mark with it.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_superseded (
+                message_id INTEGER PRIMARY KEY,
+                session_id TEXT NOT NULL,
+                superseded_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_superseded_session ON gateway_superseded(session_id)",
+            # status: running -> done | failed | stopped | interrupted. A row still 'running' when the
+            # daemon starts was cut off by a crash (the answer, once stored, settles it in its
+            # transaction with its delivery-ledger row).
+            """
+            CREATE TABLE IF NOT EXISTS gateway_background_tasks (
+                id TEXT PRIMARY KEY,
+                chat_session_key TEXT NOT NULL,
+                platform TEXT NOT NULL,
+                chat_id TEXT NOT NULL,
+                thread_id TEXT,
+                user_id TEXT,
+                reply_to TEXT,
+                prompt TEXT NOT NULL,
+                session_id TEXT,
+                status TEXT NOT NULL,
+                ledger_id INTEGER,
+                error TEXT,
+                created_at REAL NOT NULL,
+                finished_at REAL
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_background_running ON gateway_background_tasks(status) "
+            "WHERE status = 'running'",
+        ),
+    ),
 )
