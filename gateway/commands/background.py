@@ -7,6 +7,9 @@ import time
 
 from gateway.routing.commands import Command, CommandContext, CommandRegistry
 
+#: platforms that only answer requests: nothing can be delivered there unasked
+REQUEST_ONLY = frozenset({"api-server", "cli"})
+
 
 def _one_line(text: str, limit: int = 60) -> str:
     flat = " ".join(text.split())
@@ -36,6 +39,9 @@ async def _bg(ctx: CommandContext) -> str:
     prompt = ctx.args.strip()
     if not prompt:
         return _listing(ctx)
+    if ctx.message.platform in REQUEST_ONLY:
+        return (f"{ctx.message.platform} only answers requests, so a background answer would have nowhere to go. "
+                "Send /bg from a chat platform.")
     task = await bg.start(ctx.message, ctx.session_key, prompt)
     if task is None:
         return (f"⏳ {bg.limit} background tasks already run in this chat, the most there may be. "

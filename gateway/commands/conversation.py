@@ -75,7 +75,7 @@ async def _retry(ctx: CommandContext) -> str | None:
         log.info("commands.retry", session_id=session_id, superseded=len(last.answer_ids))
         answered = False
         try:
-            answered = await turns.answer_again(ctx.message, ctx.session_key, session_id)
+            answered = await turns.answer_again(ctx.message, ctx.session_key, session_id, last.question)
         finally:
             if not answered:  # no new answer was stored: the old one stands again
                 restored = await asyncio.shield(s.store.write(lambda c: history.restore_if_unanswered(

@@ -91,7 +91,8 @@ class BackgroundTurns:
 
         async def job() -> None:
             try:
-                await self._run(msg, task)
+                if not task.stopping:  # stopped while it waited for a slot: never started
+                    await self._run(msg, task)
             finally:
                 self._running.pop(task.id, None)
 

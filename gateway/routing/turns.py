@@ -86,8 +86,7 @@ class Turns:
         #: every streamed answer's edits in one chat share its pace
         self._pacer = ChatPacer(services.config.settings.streaming.edit_interval)
 
-    def stop_intake(self) -> None:
-        """The gateway is stopping: a summary turn stopped from now on failed because of it."""
+    def stop_intake(self) -> None:  # the gateway is stopping: a summary turn stopped from now on failed for it
         self._accepting = False
 
     async def run_in_lane(self, msg: InboundMessage, key: str, text: str, *,
@@ -152,9 +151,9 @@ class Turns:
                 await asyncio.shield(self._say_stopped(msg))
             raise
 
-    async def answer_again(self, msg: InboundMessage, key: str, session_id: str) -> bool:
-        """/retry, in ``key``'s lane: the question ``session_id`` ends with answered again; True: delivered."""
-        return await self._turn_outcome(msg, key, "", again=session_id)
+    async def answer_again(self, msg: InboundMessage, key: str, session_id: str, question: str) -> bool:
+        """/retry, in ``key``'s lane: ``question``, which ``session_id`` ends with, answered again; True: delivered."""
+        return await self._turn_outcome(msg, key, question, again=session_id)
 
     async def _bind(self, msg: InboundMessage, key: str, resume: SeenMessage | None,
                     again: str | None = None) -> Binding | None:

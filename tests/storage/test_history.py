@@ -5,6 +5,7 @@ full-text rows, files' rows and marks, in one transaction, the session's counter
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -25,11 +26,14 @@ def _exchange(conn: sqlite3.Connection, sid: str, question: str, answer: str, *,
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> StateStore:
+async def store(tmp_path: Path) -> AsyncIterator[StateStore]:
     s = StateStore(tmp_path / "state.db", writer_settings=SETTINGS)
     await s.open()
-    await s.write(lambda c: ops.create_session(c, "s1", "telegram"))
-    return s
+    try:
+        await s.write(lambda c: ops.create_session(c, "s1", "telegram"))
+        yield s
+    finally:
+        await s.close()
 
 
 async def test_superseded_rows_stay_but_the_model_and_search_do_not_see_them(store: StateStore,
@@ -46,7 +50,6 @@ async def test_superseded_rows_stay_but_the_model_and_search_do_not_see_them(sto
         {"role": "user", "content": "first question", "tool_calls": None}]
     now = await store.read(lambda c: history.last_exchange(c, "s1"))
     assert now is not None and not now.answered and now.answer_ids == ()
-    await store.close()
     # a reader of the reference schema sees an ordinary v11 row
     plain = sqlite3.connect(tmp_path / "state.db")
     assert plain.execute("SELECT role, content FROM messages WHERE content = 'old zebra answer'").fetchall() == [
@@ -71,7 +74,6 @@ async def test_a_retry_without_a_new_answer_restores_the_old_one(store: StateSto
     await store.write(lambda c: ops.append_message(c, "s1", "assistant", "the new answer"))
     assert not await store.write(lambda c: history.restore_if_unanswered(c, "s1", last.question_id,
                                                                          last.answer_ids, now=4.0))
-    await store.close()
 
 
 async def test_undo_deletes_exchanges_their_fts_rows_files_and_marks_at_once(store: StateStore) -> None:
@@ -102,7 +104,6 @@ async def test_undo_deletes_exchanges_their_fts_rows_files_and_marks_at_once(sto
     more = await store.write(lambda c: history.undo(c, "s1", 1000))
     assert (more.exchanges, more.messages) == (1, 2)
     assert await store.write(lambda c: history.undo(c, "s1", 1)) == history.Undone(0, 0)
-    await store.close()
 
 
 async def test_undo_fails_whole_or_not_at_all(store: StateStore) -> None:
@@ -116,4 +117,3 @@ async def test_undo_fails_whole_or_not_at_all(store: StateStore) -> None:
         await store.write(undo_then_fail)
     assert len(await store.get_messages("s1")) == 2
     assert await store.read(lambda c: c.execute("SELECT COUNT(*) FROM messages_fts").fetchone()[0]) == 2
-    await store.close()

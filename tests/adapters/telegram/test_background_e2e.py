@@ -112,3 +112,21 @@ async def test_bg_off(tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: Fa
     async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url,
                                     config={"gateway": {"max_background": 0}}):
         assert (await say(fake, "/bg anything")).startswith("Background tasks are switched off")
+
+
+async def test_a_task_stopped_before_it_got_a_turn_slot_never_runs(
+        tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram) -> None:
+    fake = fake_telegram
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url,
+                                    config={"gateway": {"max_concurrent_turns": 1}}) as gw:
+        hold = fake_openai.hold_when(asks("the long one"))
+        await fake.user_says("the long one")
+        await hold.arrived.wait()  # the one turn slot is taken
+        tid = task_id(await say(fake, "/bg waits for a slot"))
+        assert f"• {tid} — waits for a slot" in await say(fake, "/bg")
+        assert (await say(fake, f"/stop {tid}")).startswith(f"⚡ Background task {tid} stopped.")
+        hold.release.set()
+        await fake.wait_for(lambda: "echo: the long one" in bot_texts(fake), WAIT, what="the chat's answer")
+        assert await say(fake, "after") == "echo: after"  # the slot is free again; the task never took it
+        assert [r.body["messages"][-1]["content"] for r in fake_openai.chat_requests] == ["the long one", "after"]
+        assert rows(gw.db_path, "SELECT status, session_id FROM gateway_background_tasks") == [("stopped", None)]

@@ -167,3 +167,25 @@ async def test_btw_answers_on_the_conversation_and_adds_nothing_to_it(
         await say(fake, "and Spain?", "echo: and Spain?")
         assert seen_by_model(fake_openai.chat_requests[-1]) == [
             ("user", "capital of France?"), ("assistant", "Paris"), ("user", "and Spain?")]
+
+
+async def api(gw: Any, text: str) -> str:
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": text}], "user": "alice"}
+    resp = await gw.http.post("/v1/chat/completions", json=body)
+    assert resp.status_code == 200, resp.text
+    return str(resp.json()["choices"][0]["message"]["content"])
+
+
+async def test_the_http_api_retries_undoes_and_asks_by_the_way(
+        tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram) -> None:
+    async with run_telegram_gateway(tmp_path / "h", fake_telegram, fake_openai.base_url) as gw:
+        fake_openai.reply("meh")
+        assert await api(gw, "a poem") == "meh"
+        fake_openai.reply("roses are red")
+        assert await api(gw, "/retry") == "roses are red"
+        assert seen_by_model(fake_openai.chat_requests[-1]) == [("user", "a poem")]
+        fake_openai.reply("it was about roses")
+        assert await api(gw, "/btw what was it about?") == "💬 (by the way) it was about roses"
+        assert (await api(gw, "/bg later")).startswith("api-server only answers requests")
+        assert await api(gw, "/undo") == "↩️ Removed the last exchange (3 messages in all)."
+        assert stored(gw.db_path) == []
