@@ -61,7 +61,7 @@ async def _retry(ctx: CommandContext) -> str | None:
     last = await s.store.read(lambda c: history.last_exchange(c, session_id))
     if last is None:
         return "Nothing to retry: this conversation has no message of yours yet."
-    if not last.answered:
+    if not last.answered and not last.retried:  # a retry a crash cut off may be retried
         return "Your last message has no answer yet, so there is nothing to retry. Send it again instead."
     turns = ctx.turns
     assert turns is not None

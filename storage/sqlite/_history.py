@@ -29,6 +29,8 @@ class Exchange:
     answer_ids: tuple[int, ...]
     #: an assistant message is among them
     answered: bool
+    #: messages after the question are superseded (a /retry replaced them, or one was cut off)
+    retried: bool = False
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ def last_exchange(conn: sqlite3.Connection, session_id: str) -> Exchange | None:
         "ORDER BY id", (session_id, int(row[0])))]
     visible = [(i, role) for i, role in after if i not in hidden]
     return Exchange(int(row[0]), str(row[1] or ""), tuple(i for i, _ in visible),
-                    any(role == "assistant" for _, role in visible))
+                    any(role == "assistant" for _, role in visible), len(visible) < len(after))
 
 
 def supersede(conn: sqlite3.Connection, session_id: str, message_ids: tuple[int, ...], *, now: float) -> int:
