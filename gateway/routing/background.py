@@ -46,6 +46,8 @@ class RunningTask:
     prompt: str
     started_at: float = field(default_factory=time.time)
     stopping: bool = False
+    #: its answer was stored as this task's ('done' won over a /stop): this run delivers it
+    answered: bool = False
 
 
 def task_key(chat_key: str, task_id: str) -> str:
@@ -113,12 +115,14 @@ class BackgroundTurns:
         task = self._running.get(task_id)
         if task is None or task.chat_key != chat_key:
             return None
-        task.stopping = True
         settled = await self._services.store.write(
             lambda c: background.finish(c, task_id, "stopped", now=time.time(), error="stopped with /stop"))
+        if not settled:  # its answer was stored first: it is on its way, not stopped halfway
+            return "finished already"
+        task.stopping = True
         await self._services.lanes.cancel_running(task_key(chat_key, task_id))
         self._running.pop(task_id, None)
-        return "stopped" if settled else "finished already"
+        return "stopped"
 
     async def _run(self, msg: InboundMessage, task: RunningTask) -> None:
         s = self._services
@@ -143,7 +147,9 @@ class BackgroundTurns:
         def on_answer(conn: sqlite3.Connection, sid: str, answer: str) -> None:
             ledger_id = record_reply(conn, compose(answer_text(task.id, answer)), task.chat_key, sid) \
                 if recoverable else None
-            if background.finish(conn, task.id, "done", now=time.time(), ledger_id=ledger_id):
+            # On the writer thread; a replayed batch runs it again and the last outcome stands.
+            task.answered = background.finish(conn, task.id, "done", now=time.time(), ledger_id=ledger_id)
+            if task.answered:
                 ledger[:] = [ledger_id] if ledger_id is not None else []
             elif ledger_id is not None:  # stopped meanwhile: the answer is kept, not sent
                 outbound.mark(conn, ledger_id, "expired", "the task was stopped", now=time.time())
@@ -165,7 +171,7 @@ class BackgroundTurns:
                     await s.delivery.send_when_ready(
                         compose(f"⚠️ Background task {task.id} failed: {why}", SendKind.NOTICE))
                 return
-            if task.stopping or (recoverable and not ledger):
+            if not task.answered:
                 return  # stopped as it answered: /stop said so
             log.info("background.done")
             await s.delivery.send_when_ready(compose(answer_text(task.id, result.text)), session_key=task.chat_key,
