@@ -137,7 +137,6 @@ class BackgroundTurns:
             cron.remember_owner(conn, task.chat_key, session_id, platform=msg.platform, user_id=msg.user_id,
                                 now=time.time())
 
-        await s.store.write(open_session)
         recoverable = s.delivery.recoverable(msg.platform)
         ledger: list[int] = []
 
@@ -159,6 +158,7 @@ class BackgroundTurns:
                               user_name=msg.user_name, on_answer=on_answer)
         with structlog.contextvars.bound_contextvars(session_key=key, session_id=session_id, task_id=task.id):
             try:
+                await s.store.write(open_session)
                 result = await self._make_agent(s, request).run_turn(request)
             except asyncio.CancelledError:
                 log.info("background.cancelled", stopped=task.stopping)  # not stopped: told at the next start
