@@ -53,6 +53,10 @@ from .tools import (
 )
 from .tools.send_file import file_roots
 
+#: what the model is told of a /btw question
+BTW_NOTE = ("\n\nThe user now asks a side question about this conversation. Answer it briefly; your answer "
+            "is not added to the conversation.")
+
 if TYPE_CHECKING:
     from storage import StateStore
 
@@ -234,6 +238,20 @@ class AgentRuntime:
         log.info("agent.memory_flush", session_id=session_id, saved=saved, skills=skills,
                  shown=len(window), of=len(source))
         return saved
+
+    async def side_answer(self, session_id: str, platform: str, chat_type: str, question: str) -> str:
+        """/btw: an answer to ``question`` on a snapshot of the session, stored nowhere (the call's
+        tokens still count in the session's usage). No tools: a side question changes nothing."""
+        session, history = await self.store.load_conversation(session_id)
+        if session is None:
+            raise SessionNotFoundError(f"No session with id {session_id}.")
+        system = str(session.get("system_prompt") or await self.build_prompt(platform, chat_type)) + BTW_NOTE
+        fixed = estimate_tokens([{"role": "system", "content": system}, {"role": "user", "content": question}])
+        messages = [*recent_window(history, self.settings.compression_at - fixed), {"role": "user", "content": question}]
+        repair_history(messages)
+        loop = ToolLoop(self.store, self.client, ToolRegistry(), self.tool_context(session_id, platform),
+                        max_iterations=1, persist=False)
+        return (await loop.run(system, messages)).text
 
     async def review(self, session_id: str, platform: str, session_key: str, system: str,
                      snapshot: Sequence[dict[str, Any]], *, memory: bool, skills: bool) -> set[str]:

@@ -15,7 +15,8 @@ Public surface, the only one other packages use:
   "always" in a session), ``settings`` (settings changed at run time: per session, global),
   ``pairing`` (pairing codes,
   the users owners let in, recorded owners), ``userdata`` (one sender's sessions and messages: what an export reads) and ``forget``
-  (every row of one sender deleted in one transaction, with its request row).
+  (every row of one sender deleted in one transaction, with its request row),
+  ``background`` (/bg tasks), ``history`` (/retry's superseded answers, /undo).
 - ``MediaStore``: those files' bytes, content-addressed under
   ``$HERMES_HOME/media/``; ``retention_plan``: which of them media retention removes.
 - The rows they return, the schema version, id and title helpers, and the
@@ -76,11 +77,13 @@ from .sqlite import (
     WriterStats,
     approvals,
     attachments,
+    background,
     bindings,
     check_sqlite_features,
     cron,
     forget,
     handoffs,
+    history,
     home_channels,
     inbound,
     latest_gateway_version,
@@ -149,12 +152,14 @@ __all__ = [
     "WriterStats",
     "approvals",
     "attachments",
+    "background",
     "bindings",
     "check_sqlite_features",
     "clean_title",
     "cron",
     "forget",
     "handoffs",
+    "history",
     "home_channels",
     "inbound",
     "is_scaffolding",

@@ -2,6 +2,7 @@
 ``gateway.routing.commands`` (the router dispatches them).
 
 - ``builtin``: /help, /status, /stop
+- ``conversation``: /retry, /undo, /btw; ``background``: /bg (and /stop <id>)
 - ``sessions``: /new, /reset, /title, /resume, /sessions
 - ``misc``: /queue, /compress, /sethome, /handoff
 - ``tools``: /tools
@@ -16,7 +17,9 @@
 """
 
 from gateway.commands.approvals import register_approval_commands
+from gateway.commands.background import register_background_commands
 from gateway.commands.builtin import register_builtin_commands
+from gateway.commands.conversation import register_conversation_commands
 from gateway.commands.cron import JOBS_OFF, chat_owner, job_json, job_zone, local_time, register_cron_commands
 from gateway.commands.cron_tool import TurnCronPorts, TurnJobs
 from gateway.commands.identity import register_identity_commands
@@ -64,3 +67,5 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_usage_commands(registry)
     register_userdata_commands(registry)
     register_pair_commands(registry)
+    register_conversation_commands(registry)
+    register_background_commands(registry)

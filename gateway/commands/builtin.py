@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from gateway.commands.background import stop_background
 from gateway.routing.commands import Command, CommandContext, CommandRegistry
 from gateway.routing.models import effective_model
 from gateway.scheduler import JobOwner, jobs_of
@@ -60,6 +61,8 @@ async def _status(ctx: CommandContext) -> str:
 
 
 async def _stop(ctx: CommandContext) -> str:
+    if ctx.args.strip():  # /stop <id>: a background task of this chat
+        return await stop_background(ctx, ctx.args.split()[0])
     stopped = await ctx.services.lanes.cancel_running(ctx.session_key)
     if stopped:
         return "⚡ Stopped. Everything said so far is kept; you can continue this session."
@@ -69,4 +72,5 @@ async def _stop(ctx: CommandContext) -> str:
 def register_builtin_commands(registry: CommandRegistry) -> None:
     registry.register(Command("help", "list the commands", _help, immediate=True))
     registry.register(Command("status", "show this session and the gateway's state", _status, immediate=True))
-    registry.register(Command("stop", "stop the reply being written now", _stop, immediate=True))
+    registry.register(Command("stop", "stop the reply being written now, or a background task by its id", _stop,
+                              immediate=True, usage="[id]"))

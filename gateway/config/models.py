@@ -173,6 +173,8 @@ class GatewayConfig(_Section):
     delivery_recovery_minutes: float = Field(default=60.0, ge=0)
     sweep_interval_seconds: float = Field(default=300.0, gt=0)
     busy_ack: bool = True
+    #: background turns (/bg) running at once per chat; 0 turns /bg off
+    max_background: int = Field(default=3, ge=0)
     #: the typing indicator starts once a turn has run this long (a quicker answer needs
     #: none, and each indicator is one more platform API call), then repeats every
     #: typing_interval seconds until the answer is sent

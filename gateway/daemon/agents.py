@@ -1,5 +1,5 @@
 """The agent ``core`` provides, as the daemon plugs it in: a fresh agent per message,
-the compressor behind /compress and the memory flush before a reset."""
+the compressor behind /compress, the memory flush before a reset and /btw's side answers."""
 
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ class DefaultAgents:
 
     async def compress(self, services: Services, session_key: str, session_id: str) -> str:
         return (await self.runtime(services).compress(session_key, session_id)).reply
+
+    async def side_answer(self, services: Services, session_id: str, platform: str, chat_type: str,
+                          question: str) -> str:
+        return await self.runtime(services).side_answer(session_id, platform, chat_type, question)
 
     def tool_overview(self, services: Services, platform: str, chat_type: str | None) -> ToolOverview:
         return self.runtime(services).tool_overview(platform, chat_type)

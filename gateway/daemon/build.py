@@ -94,6 +94,7 @@ def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, A
         home_channels=homes,
         metrics=metrics,
         compressor=default,
+        side_questions=default,
         mcp=_mcp_manager(config),
         tools=default,
         model_name=settings.model.default,

@@ -146,6 +146,7 @@ class Gateway:
                 await runtime.services.mcp.start()  # in the background: readiness never waits for a server
             await runtime.handoffs.recover()
             await _finish_forgets(runtime.services)  # a forget a crash cut off after its commit
+            await runtime.turns.background.recover()  # /bg tasks a crash cut off: their chats are told
             if runtime.scheduler is not None:  # its runs wait for their platform to connect
                 await runtime.scheduler.start()
             self.metrics.attach(store, runtime.services.lanes, self.adapter_states, adapters)
@@ -167,6 +168,7 @@ class Gateway:
             if http is not None:
                 await http.close()
             if self.runtime is not None:
+                await self.runtime.turns.background.aclose()
                 await self.runtime.turns.resets.aclose()  # flushes before a reset use the store and the model
             if isinstance(agents, DefaultAgents):
                 await agents.aclose()  # background reviews and titles, before their store closes

@@ -9,9 +9,13 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from adapters.base import InboundMessage
 from gateway.routing.services import Handoffs, Services
+
+if TYPE_CHECKING:
+    from gateway.routing.turns import Turns
 
 _COMMAND = re.compile(r"^/(?P<name>[A-Za-z][\w-]*)(?:@(?P<bot>[\w.]+))?(?:\s+(?P<args>.*))?$", re.DOTALL)
 
@@ -39,6 +43,9 @@ class CommandContext:
     #: the registry the command was found in (/help lists it)
     commands: CommandRegistry
     handoffs: Handoffs
+    #: the turns of the chat's lanes (/retry answers again, /bg starts one of its own); None: a
+    #: context built without them (a test of a command that needs none)
+    turns: Turns | None = None
 
 
 Handler = Callable[[CommandContext], Awaitable[str | None]]

@@ -8,6 +8,7 @@ recent), marked as recovered. Splitting to the platform's limit happens here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import sqlite3
 import time
@@ -32,6 +33,8 @@ log = structlog.get_logger("hermes.delivery")
 RECOVERED_PREFIX = "↻ (recovered after a restart) "
 #: what a streamed answer that a crash cut off before it was stored shows after the restart
 INTERRUPTED_NOTE = "⚠️ This answer was cut off by a restart before it was finished."
+#: how long an answer nobody waits for in a lane waits for its platform to connect (``send_when_ready``)
+READY_WAIT = 60.0
 
 
 def record_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: str | None,
@@ -139,6 +142,24 @@ class Delivery:
         # arriving now must not be told to wait for bookkeeping. ``aclose`` waits for these.
         self._mark_later(ledger_id, "sent")
         return True
+
+    async def send_when_ready(self, out: OutboundMessage, *, session_key: str | None = None,
+                              session_id: str | None = None, ledger_id: int | None = None,
+                              ready_wait: float = READY_WAIT) -> bool:
+        """``send`` for an answer nobody waits for in a lane (a scheduled run's, a background
+        turn's): its platform may still be connecting (a run right after start-up), so it waits
+        for it up to ``ready_wait`` seconds; a failure is logged (and noted on its ledger row)."""
+        adapter = self._adapters.get(out.platform)
+        if adapter is None:
+            log.warning("delivery.no_adapter", platform=out.platform)
+            return False
+        with contextlib.suppress(TimeoutError):  # sent anyway: a failure is noted on its ledger row
+            await asyncio.wait_for(adapter.ready.wait(), ready_wait)
+        try:
+            return await self.send(out, session_key=session_key, session_id=session_id, ledger_id=ledger_id)
+        except Exception:
+            log.exception("delivery.detached_send_failed", platform=out.platform)
+            return False
 
     async def finish_stream(self, driver: StreamDriver, out: OutboundMessage, *,
                             ledger_id: int | None = None) -> bool:

@@ -198,7 +198,7 @@ class Router:
                     await self._notice(msg, skill.reply or f"/{parsed.name} cannot run now.")
                     return Disposition.ANSWERED
                 return await self._turn(msg, key, skill.text, claim)
-            ctx = CommandContext(msg, key, parsed.args, self.services, self._commands, self._handoffs)
+            ctx = CommandContext(msg, key, parsed.args, self.services, self._commands, self._handoffs, self._turns)
             if command.immediate:
                 await self._run_command(ctx, command.handler)
                 return Disposition.ANSWERED

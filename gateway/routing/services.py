@@ -41,6 +41,12 @@ class ToolLister(Protocol):
         """Every tool an agent of this chat would have, on offer or not and why (/tools)."""
 
 
+class SideQuestions(Protocol):
+    async def side_answer(self, services: Services, session_id: str, platform: str, chat_type: str,
+                          question: str) -> str:
+        """/btw: an answer on a snapshot of the session, added to nothing."""
+
+
 class Handoffs(Protocol):
     """The /handoff machinery as the router and the commands see it (``gateway.handoff``)."""
 
@@ -101,6 +107,8 @@ class Services:
     media: MediaIntake | None = None
     #: the daemon's MCP servers (None: none configured); started and closed by the daemon
     mcp: McpManager | None = None
+    #: answers /btw's side questions (None: a custom agent; /btw says it is not available)
+    side_questions: SideQuestions | None = None
     #: the agent's tools as /tools and `hermes-gateway tools` show them (None: a custom agent)
     tools: ToolLister | None = None
     model_name: str | None = None

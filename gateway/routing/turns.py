@@ -1,8 +1,7 @@
 """One agent turn: session binding, a fresh agent, its answer delivered through the ledger.
 
-The router puts a turn in its chat's lane; ``Turns.run`` is what runs there.
-``Turns.run_in_lane`` queues a turn on behalf of someone else (the synthetic
-summary turn of /handoff) and tells the caller how it ended.
+The router puts a turn in its chat's lane; ``Turns.run`` is what runs there. ``Turns.run_in_lane``
+queues one for someone else (/handoff's summary) and tells how it ended; ``answer_again`` is /retry's.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from gateway.errors import (
 from gateway.logs import redact
 from gateway.media import TakenMedia, TurnFiles, attach_linked_images, note_files, speak_answer
 from gateway.routing.approvals import TurnApprover
+from gateway.routing.background import BackgroundTurns
 from gateway.routing.delivery import record_stream, settle_reply
 from gateway.routing.models import revert_rejected, turn_model
 from gateway.routing.resets import MemoryFlush, Resets
@@ -84,11 +84,11 @@ class Turns:
         #: automatic resets and the agent's turn before each (the daemon's sweeper runs them too)
         self.resets = Resets(services, memory_flush)
         self._accepting = True
+        self.background = BackgroundTurns(services, make_agent)  # /bg
         #: every streamed answer's edits in one chat share its pace
         self._pacer = ChatPacer(services.config.settings.streaming.edit_interval)
 
-    def stop_intake(self) -> None:
-        """The gateway is stopping: a summary turn stopped from now on failed because of it."""
+    def stop_intake(self) -> None:  # the gateway is stopping: a summary turn stopped from now on failed for it
         self._accepting = False
 
     async def run_in_lane(self, msg: InboundMessage, key: str, text: str, *,
@@ -153,9 +153,16 @@ class Turns:
                 await asyncio.shield(self._say_stopped(msg))
             raise
 
-    async def _bind(self, msg: InboundMessage, key: str, resume: SeenMessage | None) -> Binding | None:
+    async def answer_again(self, msg: InboundMessage, key: str, session_id: str, question: str) -> bool:
+        """/retry, in ``key``'s lane: ``question``, which ``session_id`` ends with, answered again; True: delivered."""
+        return await self._turn_outcome(msg, key, question, again=session_id)
+
+    async def _bind(self, msg: InboundMessage, key: str, resume: SeenMessage | None,
+                    again: str | None = None) -> Binding | None:
         """The session this turn runs in; None when a resumed question can no longer be answered."""
         services = self.services
+        if again is not None:  # None: the chat moved to another session meanwhile
+            return Binding(key, again, created=False) if await services.index.current(key) == again else None
         if resume is not None:
             if resume.session_id is not None and await services.index.current(key) == resume.session_id \
                     and await services.dedupe.question_open(resume):
@@ -173,10 +180,10 @@ class Turns:
         return binding
 
     async def _turn_outcome(self, msg: InboundMessage, key: str, text: str,
-                            resume: SeenMessage | None = None) -> bool:
+                            resume: SeenMessage | None = None, again: str | None = None) -> bool:
         services = self.services
         try:
-            binding = await self._bind(msg, key, resume)
+            binding = await self._bind(msg, key, resume, again)
         except Exception as exc:  # state.db refused (a full disk, ...): the person waiting is told
             if isinstance(exc, GatewayError):
                 log.warning("router.bind_failed", error_type=type(exc).__name__, error=str(exc))
@@ -193,7 +200,7 @@ class Turns:
             note = binding.title_note
             typing = asyncio.create_task(self._keep_typing(msg), name=f"typing:{key}")
             taken: TakenMedia | None = None
-            if msg.attachments and resume is None:
+            if msg.attachments and resume is None and again is None:
                 taken = await take_media(services, msg)
                 if taken is None or not taken.answerable:
                     typing.cancel()
@@ -231,7 +238,7 @@ class Turns:
                 # "seen" commits with the question: a message cut off before it was stored is taken again
                 on_question=services.dedupe.question_op(msg.platform, msg.delivery_key, user_id=msg.user_id),
                 on_answer=self._answer_ops(msg, outbox, reply_to_user),
-                question_stored=resume is not None,
+                question_stored=resume is not None or again is not None,
                 listener=stream,
                 parts=taken.parts if taken is not None else (),
                 link=taken.link if taken is not None and taken.rows else None,

@@ -166,16 +166,5 @@ class RunStarter:
 
     async def _send(self, out: OutboundMessage, target: Target, session_id: str | None,
                     ledger_id: int | None) -> None:
-        s = self._services
-        adapter = s.adapters.get(target.platform)
-        if adapter is None:
-            log.warning("cron.no_adapter", platform=target.platform)
-            return
-        try:
-            await asyncio.wait_for(adapter.ready.wait(), READY_WAIT)
-        except TimeoutError:
-            pass  # sent anyway: a failure is noted on its ledger row
-        try:
-            await s.delivery.send(out, session_key=target.session_key, session_id=session_id, ledger_id=ledger_id)
-        except Exception:
-            log.exception("cron.delivery_failed")
+        await self._services.delivery.send_when_ready(out, session_key=target.session_key, session_id=session_id,
+                                                      ledger_id=ledger_id, ready_wait=READY_WAIT)

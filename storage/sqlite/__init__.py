@@ -14,7 +14,8 @@ By job:
   ``_fts``: sessions and messages; ``_prune``: what a prune deletes and
   which ended sessions it keeps for a lineage; ``_usage``: token usage over time.
 - ``_bindings``, ``_ownership``, ``_inbound``, ``_outbound``, ``_handoffs``, ``_cron``,
-  ``_home_channels``, ``_attachments``, ``_approvals``, ``_settings``, ``_pairing``: the gateway's tables;
+  ``_home_channels``, ``_attachments``, ``_approvals``, ``_settings``, ``_pairing``, ``_background``: the gateway's tables;
+  ``_history``: a session's history edited (/retry's superseded answers, /undo);
   ``_userdata`` (one sender's sessions and messages, for an export) and ``_forget`` (deleting
   every row of one sender in one transaction): a person's data across them.
 
@@ -26,10 +27,12 @@ other packages use.
 
 from . import _approvals as approvals
 from . import _attachments as attachments
+from . import _background as background
 from . import _bindings as bindings
 from . import _cron as cron
 from . import _forget as forget
 from . import _handoffs as handoffs
+from . import _history as history
 from . import _home_channels as home_channels
 from . import _inbound as inbound
 from . import _ops as ops
@@ -64,11 +67,13 @@ __all__ = [
     "WriterStats",
     "approvals",
     "attachments",
+    "background",
     "bindings",
     "check_sqlite_features",
     "cron",
     "forget",
     "handoffs",
+    "history",
     "home_channels",
     "inbound",
     "latest_gateway_version",

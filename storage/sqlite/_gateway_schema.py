@@ -1,46 +1,20 @@
 """The gateway's own tables in state.db, as numbered migrations (``gateway_schema_version``).
 
-Issues that need a table append a step here, never edit a released one. The
+Issues that need a table append a step (to ``_gateway_schema_later``), never edit a released one. The
 reference's tables (``_schema``) are never touched by these steps.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass
-
+from ._gateway_schema_later import LATER_MIGRATIONS
+from ._gateway_step import Migration, add_columns
 from ._rekey import rekey_threads
 
 __all__ = ["GATEWAY_MIGRATIONS", "Migration"]
 
 
-def _add_columns(conn: sqlite3.Connection, table: str, columns: tuple[tuple[str, str], ...]) -> None:
-    """``ALTER TABLE ... ADD COLUMN`` for the columns ``table`` does not have yet (a step run again,
-    on a file an older release copied back, finds some there)."""
-    have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-    for name, decl in columns:
-        if name not in have:
-            conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
-
-
-def _dedupe_sender(conn: sqlite3.Connection) -> None:
-    _add_columns(conn, "gateway_inbound_seen", (("user_id", "TEXT"),))
-    conn.execute("CREATE INDEX IF NOT EXISTS idx_gateway_inbound_seen_user ON gateway_inbound_seen(platform, user_id)")
-
-
-@dataclass(frozen=True)
-class Migration:
-    """A numbered step of the gateway's own tables (their counter is ``gateway_schema_version``)."""
-
-    version: int
-    name: str
-    statements: tuple[str, ...]
-    #: a data step SQL alone cannot say, run after ``statements``
-    run: Callable[[sqlite3.Connection], None] | None = None
-
-
-GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
+#: the steps of the first releases (1-10); the later ones are in ``_gateway_schema_later``
+_EARLY: tuple[Migration, ...] = (
     Migration(
         1,
         "gateway routing index, inbound dedupe, outbound delivery ledger, queued titles",
@@ -226,7 +200,7 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
         # A JSON list of {sha256, name, mime, kind, size} (NULL: a reply of text alone), and the
         # count of them the platform has taken (NULL: none): a retry after a crash sends only the rest.
         (),
-        run=lambda conn: _add_columns(conn, "gateway_outbound",
+        run=lambda conn: add_columns(conn, "gateway_outbound",
                                       (("files", "TEXT"), ("files_sent", "INTEGER"))),
     ),
     Migration(
@@ -304,116 +278,6 @@ GATEWAY_MIGRATIONS: tuple[Migration, ...] = (
             "WHERE status = 'running'",
         ),
     ),
-    Migration(
-        11,
-        "settings a chat or an owner changes at run time: per session (its model, ...) and global",
-        (
-            # name -> value (text; JSON where a setting needs structure). A session's settings
-            # go with it: a new session (/new) starts with none.
-            """
-            CREATE TABLE IF NOT EXISTS gateway_session_settings (
-                session_id TEXT NOT NULL,
-                name TEXT NOT NULL,
-                value TEXT NOT NULL,
-                updated_at REAL NOT NULL,
-                PRIMARY KEY (session_id, name)
-            ) WITHOUT ROWID
-            """,
-            """
-            CREATE TABLE IF NOT EXISTS gateway_settings (
-                name TEXT PRIMARY KEY,
-                value TEXT NOT NULL,
-                updated_by TEXT,
-                updated_at REAL NOT NULL
-            )
-            """,
-        ),
-    ),
-    Migration(
-        12,
-        "pairing: codes a stranger's DM was given (hashed), the users owners let in, owners recorded",
-        (
-            # A code is kept only as its keyed hash (HMAC, the key outside state.db); each is scoped to the platform and the bot
-            # account (a Telegram bot, a Discord application, a Slack workspace's bot) that gave it.
-            """
-            CREATE TABLE IF NOT EXISTS gateway_pairing_codes (
-                id INTEGER PRIMARY KEY,
-                platform TEXT NOT NULL,
-                account_id TEXT NOT NULL,
-                user_id TEXT NOT NULL,
-                user_name TEXT,
-                chat_id TEXT NOT NULL,
-                code_hash BLOB NOT NULL,
-                created_at REAL NOT NULL,
-                expires_at REAL NOT NULL,
-                failures INTEGER NOT NULL DEFAULT 0,
-                status TEXT NOT NULL DEFAULT 'pending'
-            )
-            """,
-            "CREATE INDEX IF NOT EXISTS idx_gateway_pairing_codes_user ON gateway_pairing_codes(platform, user_id)",
-            "CREATE INDEX IF NOT EXISTS idx_gateway_pairing_codes_hash ON gateway_pairing_codes(code_hash)",
-            """
-            CREATE TABLE IF NOT EXISTS gateway_pairing_allowed (
-                platform TEXT NOT NULL,
-                account_id TEXT NOT NULL,
-                user_id TEXT NOT NULL,
-                user_name TEXT,
-                approved_by TEXT,
-                approved_at REAL NOT NULL,
-                PRIMARY KEY (platform, account_id, user_id)
-            ) WITHOUT ROWID
-            """,
-            """
-            CREATE TABLE IF NOT EXISTS gateway_owners (
-                platform TEXT NOT NULL,
-                account_id TEXT NOT NULL,
-                user_id TEXT NOT NULL,
-                recorded_at REAL NOT NULL,
-                PRIMARY KEY (platform, account_id, user_id)
-            ) WITHOUT ROWID
-            """,
-        ),
-    ),
-    Migration(
-        13,
-        "who sent each stored user message, and the requests to forget a sender (/forget-me)",
-        (
-            # The reference's messages have no sender: in a shared session (a thread, a group
-            # without per-user sessions) several people's messages are alike. From this step on
-            # the question's transaction writes its sender here; messages stored before have
-            # no row, and only the session's bindings can tell whose they were.
-            """
-            CREATE TABLE IF NOT EXISTS gateway_message_senders (
-                message_id INTEGER PRIMARY KEY,
-                session_id TEXT NOT NULL,
-                platform TEXT NOT NULL,
-                user_id TEXT NOT NULL
-            )
-            """,
-            "CREATE INDEX IF NOT EXISTS idx_gateway_message_senders_user "
-            "ON gateway_message_senders(platform, user_id)",
-            "CREATE INDEX IF NOT EXISTS idx_gateway_message_senders_session "
-            "ON gateway_message_senders(session_id)",
-            # A forget commits its rows in one transaction with this row ('files'); the files
-            # (media, the memory profile) and VACUUM come after the commit, and a daemon that
-            # starts with a row still 'files' finishes them. Once 'done' the person is no
-            # longer named (user_id NULL): the counts stay as the operator's record.
-            """
-            CREATE TABLE IF NOT EXISTS gateway_forget_requests (
-                id INTEGER PRIMARY KEY,
-                platform TEXT NOT NULL,
-                user_id TEXT,
-                requested_by TEXT NOT NULL,
-                state TEXT NOT NULL CHECK (state IN ('files', 'done')),
-                forget_memory INTEGER NOT NULL DEFAULT 0,
-                digests TEXT NOT NULL DEFAULT '[]',
-                report TEXT NOT NULL,
-                created_at REAL NOT NULL,
-                finished_at REAL
-            )
-            """,
-        ),
-        # Dedupe rows say whose message they were (from now on), so a forget finds them.
-        run=lambda conn: _dedupe_sender(conn),
-    ),
 )
+
+GATEWAY_MIGRATIONS: tuple[Migration, ...] = _EARLY + LATER_MIGRATIONS

@@ -16,7 +16,7 @@ from typing import Any
 from .._model import PruneResult
 from .._text import clean_title, split_lineage_title
 from ..errors import SessionNotFoundError, TitleConflictError
-from ._attachments import delete_for_sessions
+from ._attachments import delete_for_sessions, delete_rows, for_messages
 from ._prune import prune_plan
 
 _USAGE_FIELDS = (
@@ -265,6 +265,7 @@ def _delete_sessions(conn: sqlite3.Connection, ids: list[str]) -> int:
         conn.execute(f"DELETE FROM gateway_session_settings WHERE session_id IN ({marks})", chunk)
         # Who sent the messages goes with them (a row naming a person must not outlive its message).
         conn.execute(f"DELETE FROM gateway_message_senders WHERE session_id IN ({marks})", chunk)
+        conn.execute(f"DELETE FROM gateway_superseded WHERE session_id IN ({marks})", chunk)
         conn.execute(f"DELETE FROM messages WHERE session_id IN ({marks})", chunk)
         deleted += conn.execute(f"DELETE FROM sessions WHERE id IN ({marks})", chunk).rowcount
     return deleted
@@ -296,9 +297,39 @@ def clear_messages(conn: sqlite3.Connection, session_id: str) -> int:
     _require_session(conn, session_id)
     delete_for_sessions(conn, [session_id])
     conn.execute("DELETE FROM gateway_message_senders WHERE session_id = ?", (session_id,))
+    conn.execute("DELETE FROM gateway_superseded WHERE session_id = ?", (session_id,))
     n = conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,)).rowcount
     conn.execute("UPDATE sessions SET message_count = 0, tool_call_count = 0 WHERE id = ?", (session_id,))
     return n
+
+
+def delete_messages_from(conn: sqlite3.Connection, session_id: str, first_id: int) -> int:
+    """Delete the session's messages from row ``first_id`` on (/undo); how many went.
+
+    The one place single messages are deleted: their full-text rows go with them (the FTS
+    triggers of the reference schema), their files' rows, /retry marks and senders too, and the
+    session's counters are lowered by what went.
+    """
+    _require_session(conn, session_id)
+    where = "WHERE session_id = ? AND id >= ?"
+    ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM messages {where}", (session_id, first_id))]
+    if not ids:
+        return 0
+    files = for_messages(conn, ids)
+    delete_rows(conn, [a.id for rows in files.values() for a in rows])
+    calls = conn.execute(
+        "SELECT COALESCE(SUM(CASE WHEN json_valid(tool_calls) AND json_type(tool_calls) = 'array' "
+        f"THEN json_array_length(tool_calls) ELSE 0 END), 0) FROM messages {where}", (session_id, first_id),
+    ).fetchone()[0]
+    conn.execute("DELETE FROM gateway_superseded WHERE session_id = ? AND message_id >= ?", (session_id, first_id))
+    conn.execute("DELETE FROM gateway_message_senders WHERE session_id = ? AND message_id >= ?", (session_id, first_id))
+    n = conn.execute(f"DELETE FROM messages {where}", (session_id, first_id)).rowcount
+    conn.execute(
+        "UPDATE sessions SET message_count = MAX(COALESCE(message_count, 0) - ?, 0), "
+        "tool_call_count = MAX(COALESCE(tool_call_count, 0) - ?, 0) WHERE id = ?",
+        (n, int(calls), session_id),
+    )
+    return int(n)
 
 
 def prune(

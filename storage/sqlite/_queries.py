@@ -16,6 +16,7 @@ from .._model import ChatOwner
 from .._text import split_lineage_title
 from ..errors import AmbiguousSessionError, SessionNotFoundError
 from ._attachments import for_session
+from ._history import superseded_ids
 from ._ownership import owned_ids_sql
 
 # What a prune deletes is a read too; it lives beside the rule that explains it.
@@ -260,8 +261,10 @@ def to_conversation_message(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def get_messages_as_conversation(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
-    """OpenAI chat format for replaying a session to a model."""
-    return [to_conversation_message(r) for r in get_messages(conn, session_id) if r["role"] in _CONVERSATION_ROLES]
+    """OpenAI chat format for replaying a session to a model (without the answers a /retry replaced)."""
+    hidden = superseded_ids(conn, session_id)
+    return [to_conversation_message(r) for r in get_messages(conn, session_id)
+            if r["role"] in _CONVERSATION_ROLES and r["id"] not in hidden]
 
 
 def message_count(conn: sqlite3.Connection, session_id: str) -> int:
@@ -270,12 +273,14 @@ def message_count(conn: sqlite3.Connection, session_id: str) -> int:
 
 def recent_dialogue(conn: sqlite3.Connection, session_id: str, limit: int) -> list[dict[str, Any]]:
     """The last ``limit`` user and assistant messages (role, content, tool_calls as stored), oldest first."""
+    hidden = superseded_ids(conn, session_id)
     rows = conn.execute(
-        "SELECT role, content, tool_calls FROM messages WHERE session_id = ? AND role IN ('user', 'assistant') "
+        "SELECT id, role, content, tool_calls FROM messages WHERE session_id = ? AND role IN ('user', 'assistant') "
         "ORDER BY id DESC LIMIT ?",
-        (session_id, limit),
+        (session_id, limit + len(hidden)),
     ).fetchall()
-    return [_row_dict(r) for r in reversed(rows)]
+    kept = [r for r in rows if r["id"] not in hidden][:limit]
+    return [{k: r[k] for k in ("role", "content", "tool_calls")} for r in reversed(kept)]
 
 
 def iter_export(conn: sqlite3.Connection, *, source: str | None = None,

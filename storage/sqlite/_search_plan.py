@@ -115,7 +115,8 @@ def filters(
 ) -> tuple[str, list[Any]]:
     """The WHERE clauses (each starting with AND) of a search over ``messages m JOIN sessions s``;
     ``owner`` keeps only the sessions that chat may resume."""
-    sql = ""
+    # An answer a /retry replaced is kept, but found no more (the model never sees it again).
+    sql = " AND NOT EXISTS (SELECT 1 FROM gateway_superseded x WHERE x.message_id = m.id)"
     params: list[Any] = []
     if owner is not None:
         owned, owned_params = owned_ids_sql(owner)
