@@ -116,18 +116,15 @@ async def test_forget_leaves_nothing_of_theirs_and_everything_of_the_others(stor
     assert sum(again.counts.values()) == 0
 
 
-async def test_a_failed_forget_deletes_nothing(store: StateStore) -> None:
+async def test_a_failed_forget_deletes_nothing(store: StateStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """One transaction: a forgetter of another table failing rolls every deletion back."""
     def boom(conn: sqlite3.Connection, platform: str, user_id: str) -> int:
         raise RuntimeError("pairing table broke")
 
-    forget.TABLE_FORGETTERS.append(("broken", boom))
-    try:
-        with pytest.raises(RuntimeError):
-            await store.write(lambda c: forget.forget_sender(c, "telegram", ALICE, requested_by="cli",
-                                                             forget_memory=False, now=time.time()))
-    finally:
-        forget.TABLE_FORGETTERS.remove(("broken", boom))
+    monkeypatch.setattr(forget, "TABLE_FORGETTERS", (*forget.TABLE_FORGETTERS, ("broken", boom)))
+    with pytest.raises(RuntimeError):
+        await store.write(lambda c: forget.forget_sender(c, "telegram", ALICE, requested_by="cli",
+                                                         forget_memory=False, now=time.time()))
     assert await store.read(lambda c: fts_hits(c, ALICE_WORD)) == 12  # 6 messages, both FTS tables
     assert len(await store.read(lambda c: userdata.sessions_of(c, "telegram", ALICE))) == 4
     assert await store.read(forget.unfinished) == []
