@@ -47,6 +47,7 @@ def model_settings(config: LoadedConfig) -> ModelSettings:
         max_response_bytes=m.max_response_bytes,
         cache_ttl=m.cache_ttl,
         stream=m.stream,
+        tool_format=m.tool_format,
     )
 
 

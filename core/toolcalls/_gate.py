@@ -1,0 +1,148 @@
+"""A streamed answer's text, held back where it may turn out to be a tool call or reasoning.
+
+The person watching an answer being written must never see a text tool call as raw
+JSON, nor a ``<think>`` block as the answer. ``StreamGate`` sits between the stream
+and the listener: plain text passes at once (the common token costs a few ``in``
+tests); from the first character that may begin a form it holds the text until it
+can tell. A think block is dropped; a lone ``</think>`` (the block opened in the
+prompt) takes back what was shown (``restart``) and goes on after it; a tool call
+ends what is shown of this model call (the loop discards a preamble anyway); a
+fenced block or a ``call:`` line that is no call goes out once it is complete.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ._forms import parse_text_calls
+
+__all__ = ["StreamGate"]
+
+_THINK_MARKERS = ("<think>", "</think>")
+_CALL_MARKERS = ("<tool_call>", "<|tool_call>", "<start_function_call>", "```")
+_ALL_MARKERS = _THINK_MARKERS + _CALL_MARKERS
+_BARE = "call:"
+_BARE_START = re.compile(r"(?:(?<=\n)|^)[ \t]*call:")
+_LINE_PREFIX = re.compile(r"(?:(?<=\n)|^)[ \t]*([a-z:]{0,4})\Z")
+
+
+class StreamGate:
+    """Feeds ``emit`` what may be shown of a streamed answer; ``calls``: tool-call forms are held too."""
+
+    def __init__(self, emit: Callable[[str], None], restart: Callable[[], None], *, calls: bool) -> None:
+        self._emit = emit
+        self._restart = restart
+        self._calls = calls
+        self._markers = _ALL_MARKERS if calls else _THINK_MARKERS
+        self._buf = ""
+        self._held: str | None = None  # the form being held: a marker of _ALL_MARKERS or _BARE
+        self._done = False  # a tool call began: nothing more of this call is shown
+        self._line_start = True
+
+    def feed(self, delta: str) -> None:
+        if self._done or not delta:
+            return
+        if not self._buf and "<" not in delta and "`" not in delta and not (
+                self._calls and (self._line_start or "\n" in delta)):
+            self._line_start = False
+            self._emit(delta)
+            return
+        self._buf += delta
+        self._drain(final=False)
+
+    def close(self) -> None:
+        """The stream ended: what is held and turned out plain goes out."""
+        if not self._done:
+            self._drain(final=True)
+        self._buf = ""
+
+    def _give(self, text: str) -> None:
+        if text:
+            self._line_start = text.endswith("\n")
+            self._emit(text)
+
+    def _drain(self, *, final: bool) -> None:
+        while self._buf and not self._done:
+            if self._held is None:
+                start, marker = self._next_marker()
+                if marker is None:
+                    keep = 0 if final else self._partial_suffix()
+                    self._give(self._buf[:len(self._buf) - keep])
+                    self._buf = self._buf[len(self._buf) - keep:]
+                    return
+                self._give(self._buf[:start])
+                self._buf = self._buf[start:]
+                if marker == "</think>":  # the block opened in the prompt: what was shown was reasoning
+                    self._buf = self._buf[len(marker):]
+                    self._restart()
+                    self._line_start = True
+                    continue
+                if marker in ("<tool_call>", "<|tool_call>", "<start_function_call>"):
+                    self._done = True
+                    return
+                self._held = marker
+            end = self._end_of_held(final)
+            if end is None:
+                return
+            segment, self._buf = self._buf[:end], self._buf[end:]
+            held, self._held = self._held, None
+            if held == "<think>":
+                continue
+            if parse_text_calls(segment).calls:
+                self._done = True
+                return
+            self._give(segment)
+
+    def _next_marker(self) -> tuple[int, str | None]:
+        buf, best, found = self._buf, len(self._buf), None
+        for marker in self._markers:
+            at = buf.find(marker)
+            if 0 <= at < best:
+                best, found = at, marker
+        if self._calls:
+            bare = _BARE_START.search(buf)
+            if bare is not None and bare.start() < best and (bare.start() > 0 or self._line_start):
+                best, found = bare.start(), _BARE
+        return best, found
+
+    def _end_of_held(self, final: bool) -> int | None:
+        buf, held = self._buf, self._held
+        if held == "<think>":
+            at = buf.find("</think>")
+            end = None if at < 0 else at + len("</think>")
+        elif held == "```":
+            at = buf.find("```", 3)
+            end = None if at < 0 else at + 3
+        else:  # a call: line ends at the first newline where its brackets are closed
+            end = _balanced_line_end(buf)
+        if end is None and final:
+            return len(buf)
+        return end
+
+    def _partial_suffix(self) -> int:
+        """How many characters at the end of the buffer may be the start of a marker."""
+        buf, keep = self._buf, 0
+        for marker in self._markers:
+            for size in range(min(len(marker) - 1, len(buf)), keep, -1):
+                if buf.endswith(marker[:size]):
+                    keep = size
+                    break
+        if self._calls:
+            line = _LINE_PREFIX.search(buf)
+            if line is not None and _BARE.startswith(line.group(1)) and (line.start() > 0 or self._line_start):
+                keep = max(keep, len(buf) - line.start())
+        return keep
+
+
+def _balanced_line_end(text: str) -> int | None:
+    """Just past the first newline of ``text`` at which every bracket opened before it is closed."""
+    depth = 0
+    for at, char in enumerate(text):
+        if char in "{[(":
+            depth += 1
+        elif char in "}])":
+            depth -= 1
+        elif char == "\n" and depth <= 0:
+            return at + 1
+    return None
