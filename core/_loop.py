@@ -73,6 +73,8 @@ class LoopResult:
     exhausted: bool = False
     #: token counts summed over the model calls answered so far
     usage: Usage = field(default_factory=Usage)
+    #: what the model reasoned in each call of the turn (``reasoning_content``/``reasoning``), in order
+    reasoning: list[str] = field(default_factory=list)
 
 
 # Kept with a message in state.db, but not part of the chat format: strict providers refuse them.
@@ -234,6 +236,9 @@ class ToolLoop:
             out.model = reply.model or out.model
             out.usage = _added(out.usage, reply.usage)
             message = self._assistant_message(reply)
+            thought = message.get("reasoning_content") or message.get("reasoning")
+            if isinstance(thought, str) and thought.strip():
+                out.reasoning.append(thought.strip())
             calls = message.get("tool_calls") or []
             text = message.get("content")
             answer = text if isinstance(text, str) and text.strip() else "(no response)"

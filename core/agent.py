@@ -107,6 +107,8 @@ class TurnResult:
     model: str | None = None
     #: token counts summed over the turn's model calls
     usage: Usage = field(default_factory=Usage)
+    #: what the model reasoned on the way (its calls' reasoning, joined); None: it said nothing of it
+    reasoning: str | None = None
 
 
 class Agent(Protocol):
@@ -244,7 +246,8 @@ class HermesAgent:
                                    counters)
         except Exception:  # bookkeeping for reviews and titles must never cost the user the answer
             log.exception("agent.after_turn_failed", session_id=session_id)
-        return TurnResult(text=result.text, message_ids=result.message_ids, model=result.model, usage=result.usage)
+        return TurnResult(text=result.text, message_ids=result.message_ids, model=result.model, usage=result.usage,
+                          reasoning="\n\n".join(result.reasoning) or None)
 
     async def _run_with_images(self, request: TurnRequest, session_id: str, system: str,
                                conversation: list[dict[str, Any]], result: LoopResult,

@@ -39,11 +39,12 @@ class StreamGate:
         self._held: str | None = None  # the form being held: a marker of _ALL_MARKERS or _BARE
         self._done = False  # a tool call began: nothing more of this call is shown
         self._line_start = True
+        self._lstrip = False  # after reasoning taken out, the answer starts at its first non-space
 
     def feed(self, delta: str) -> None:
         if self._done or not delta:
             return
-        if not self._buf and "<" not in delta and "`" not in delta and not (
+        if not self._buf and not self._lstrip and "<" not in delta and "`" not in delta and not (
                 self._calls and (self._line_start or "\n" in delta)):
             self._line_start = False
             self._emit(delta)
@@ -58,6 +59,9 @@ class StreamGate:
         self._buf = ""
 
     def _give(self, text: str) -> None:
+        if self._lstrip:
+            text = text.lstrip()
+            self._lstrip = not text
         if text:
             self._line_start = text.endswith("\n")
             self._emit(text)
@@ -76,7 +80,7 @@ class StreamGate:
                 if marker == "</think>":  # the block opened in the prompt: what was shown was reasoning
                     self._buf = self._buf[len(marker):]
                     self._restart()
-                    self._line_start = True
+                    self._line_start = self._lstrip = True
                     continue
                 if marker in ("<tool_call>", "<|tool_call>", "<start_function_call>"):
                     self._done = True
@@ -88,6 +92,7 @@ class StreamGate:
             segment, self._buf = self._buf[:end], self._buf[end:]
             held, self._held = self._held, None
             if held == "<think>":
+                self._lstrip = True
                 continue
             if parse_text_calls(segment).calls:
                 self._done = True
