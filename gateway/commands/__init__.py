@@ -7,6 +7,7 @@
 - ``tools``: /tools
 - ``approvals``: /approve, /deny (the answers to a tool's approval question)
 - ``cron``: /cron (scheduled jobs); ``cron_tool``: the agent's ``cronjob`` tool's port per turn
+- ``reasoning``: /reasoning (the model's reasoning shown before its answers, per session)
 """
 
 from gateway.commands.approvals import register_approval_commands
@@ -14,6 +15,7 @@ from gateway.commands.builtin import register_builtin_commands
 from gateway.commands.cron import JOBS_OFF, chat_owner, job_json, job_zone, local_time, register_cron_commands
 from gateway.commands.cron_tool import TurnCronPorts, TurnJobs
 from gateway.commands.misc import register_misc_commands
+from gateway.commands.reasoning import register_reasoning_commands
 from gateway.commands.sessions import register_session_commands
 from gateway.commands.tools import register_tools_commands, render_tools, tools_report
 from gateway.routing.commands import CommandRegistry
@@ -39,3 +41,4 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_tools_commands(registry)
     register_approval_commands(registry)
     register_cron_commands(registry)
+    register_reasoning_commands(registry)

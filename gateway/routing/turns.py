@@ -36,6 +36,7 @@ from gateway.logs import redact
 from gateway.media import TakenMedia, TurnFiles, attach_linked_images, note_files, speak_answer
 from gateway.routing.approvals import TurnApprover
 from gateway.routing.delivery import record_stream, settle_reply
+from gateway.routing.reasoning import show_reasoning
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
 from gateway.routing.session_index import Binding
@@ -245,10 +246,11 @@ class Turns:
             error: ReplyError | None = None
             usage: TokenUsage | None = None
             kind = SendKind.REPLY
+            reasoning: str | None = None
             started = time.perf_counter()
             try:
                 result = await self._make_agent(services, request).run_turn(request)
-                reply = result.text
+                reply, reasoning = result.text, result.reasoning
                 usage = TokenUsage(result.usage.input_tokens, result.usage.output_tokens)
                 if files is not None:
                     await self._answer_files(reply, files, taken, outbox.id if outbox is not None else None)
@@ -281,6 +283,9 @@ class Turns:
                     await services.delivery.withdraw(ledger_id, "the turn failed after its answer was stored")
                     ledger_id = None
                 out = reply_to_user(reply, kind, error=error, usage=usage)
+                if kind is SendKind.REPLY and reasoning:  # /reasoning on: before the answer
+                    await show_reasoning(services.store, services.adapters.get(msg.platform), msg,
+                                         binding.session_id, reasoning)
                 if stream is not None and stream.shown:
                     sent = await services.delivery.finish_stream(stream, out, ledger_id=ledger_id)
                 else:
