@@ -40,6 +40,7 @@ class StreamGate:
         self._done = False  # a tool call began: nothing more of this call is shown
         self._line_start = True
         self._lstrip = False  # after reasoning taken out, the answer starts at its first non-space
+        self._code = False  # inside a fenced block that is plainly code, not a call: shown as it comes
 
     def feed(self, delta: str) -> None:
         if self._done or not delta:
@@ -68,6 +69,8 @@ class StreamGate:
 
     def _drain(self, *, final: bool) -> None:
         while self._buf and not self._done:
+            if self._code and not self._through_code(final):
+                return
             if self._held is None:
                 start, marker = self._next_marker()
                 if marker is None:
@@ -88,6 +91,9 @@ class StreamGate:
                 self._held = marker
             end = self._end_of_held(final)
             if end is None:
+                if self._held == "```" and _plain_code(self._buf):  # code, not a call: no need to wait
+                    self._give(self._buf)
+                    self._buf, self._held, self._code = "", None, True
                 return
             segment, self._buf = self._buf[:end], self._buf[end:]
             held, self._held = self._held, None
@@ -98,6 +104,18 @@ class StreamGate:
                 self._done = True
                 return
             self._give(segment)
+
+    def _through_code(self, final: bool) -> bool:
+        """Show a plain code block up to its closing fence; True once it is closed."""
+        at = self._buf.find("```")
+        if at < 0:
+            keep = 0 if final else next((n for n in (2, 1) if self._buf.endswith("`" * n)), 0)
+            self._give(self._buf[:len(self._buf) - keep])
+            self._buf = self._buf[len(self._buf) - keep:]
+            return False
+        self._give(self._buf[:at + 3])
+        self._buf, self._code = self._buf[at + 3:], False
+        return True
 
     def _next_marker(self) -> tuple[int, str | None]:
         buf, best, found = self._buf, len(self._buf), None
@@ -151,3 +169,13 @@ def _balanced_line_end(text: str) -> int | None:
         elif char == "\n" and depth <= 0:
             return at + 1
     return None
+
+
+def _plain_code(held: str) -> bool:
+    """Whether a fenced block (``held`` starts with its fence) plainly holds code: its first line is
+    complete and what follows does not start a JSON object."""
+    newline = held.find("\n")
+    if newline < 0:
+        return False
+    body = held[newline + 1:].lstrip()
+    return bool(body) and not body.startswith("{")

@@ -103,3 +103,15 @@ def test_the_gate_takes_back_reasoning_whose_block_opened_in_the_prompt() -> Non
 
 def test_without_calls_the_gate_passes_forms_through() -> None:
     assert "".join(_gate(['<tool_call>{"name": "x"}</tool_call>'], calls=False)) == '<tool_call>{"name": "x"}</tool_call>'
+
+
+def test_a_code_block_is_shown_as_it_comes_not_held_to_its_end() -> None:
+    out: list[str] = []
+    gate = StreamGate(out.append, lambda: None, calls=True)
+    for piece in ["Run:\n```sh\n", "ls -la\n", "echo hi\n"]:
+        gate.feed(piece)
+    assert "".join(out) == "Run:\n```sh\nls -la\necho hi\n"  # shown before the block closed
+    for piece in ["``", "`\nThen ```inline``` and ", "more"]:
+        gate.feed(piece)
+    gate.close()
+    assert "".join(out) == "Run:\n```sh\nls -la\necho hi\n```\nThen ```inline``` and more"
