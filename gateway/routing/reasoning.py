@@ -2,7 +2,9 @@
 
 The reasoning itself is always stored with the answer (the v11 ``reasoning_content``
 column) and never sent as the answer; this module only shows it. The switch is a setting
-of the session (``storage.settings``, name ``reasoning``), so ``/new`` starts without it.
+of the session (``storage.settings``, name ``reasoning``, "on" or "off"), so ``/new`` starts
+without it; a session that compression continued (its child) follows its parent's switch
+until it is given one of its own.
 
 It goes out as a message of its own, kind ``SendKind.REASONING``, before the answer: an
 adapter that can collapse it (``Adapter.collapses_reasoning``: Telegram's expandable
@@ -13,13 +15,14 @@ delivery ledger (a crash does not repeat it) and a failure to send it never cost
 
 from __future__ import annotations
 
+import sqlite3
 import time
 
 import structlog
 
 from adapters.base import Adapter, InboundMessage, OutboundMessage, SendKind
 from gateway.logs import redact
-from storage import StateStore, settings
+from storage import StateStore, queries, settings
 
 __all__ = ["REASONING_SETTING", "quoted_reasoning", "reasoning_shown", "set_reasoning_shown", "show_reasoning"]
 
@@ -32,15 +35,23 @@ SHOWN_CHARS = 3000
 HEADING = "💭 Reasoning"
 
 
+def _shown(conn: sqlite3.Connection, session_id: str) -> bool:
+    """The switch of the session, or of the nearest session it was compressed from that has one."""
+    for session in queries.lineage_ancestors(conn, session_id):
+        value = settings.get_session(conn, str(session["id"]), REASONING_SETTING)
+        if value is not None:
+            return value == "on"
+    return False
+
+
 async def reasoning_shown(store: StateStore, session_id: str) -> bool:
-    value = await store.read(lambda c: settings.get_session(c, session_id, REASONING_SETTING))
-    return value == "on"
+    return await store.read(lambda c: _shown(c, session_id))
 
 
 async def set_reasoning_shown(store: StateStore, session_id: str, shown: bool) -> None:
     now = time.time()
     await store.write(lambda c: settings.set_session(c, session_id, REASONING_SETTING,
-                                                     "on" if shown else None, now=now))
+                                                     "on" if shown else "off", now=now))
 
 
 def _capped(reasoning: str) -> str:
