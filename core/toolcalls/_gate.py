@@ -41,17 +41,20 @@ class StreamGate:
         self._line_start = True
         self._lstrip = False  # after reasoning taken out, the answer starts at its first non-space
         self._code = False  # inside a fenced block that is plainly code, not a call: shown as it comes
+        self._open = True  # nothing held, nothing to strip, not done: a plain piece may pass at once
 
     def feed(self, delta: str) -> None:
-        if self._done or not delta:
-            return
-        if not self._buf and not self._lstrip and "<" not in delta and "`" not in delta and not (
+        # Called for every token of every streamed answer: the plain one takes the shortest path.
+        if self._open and "<" not in delta and "`" not in delta and not (
                 self._calls and (self._line_start or "\n" in delta)):
             self._line_start = False
             self._emit(delta)
             return
+        if self._done or not delta:
+            return
         self._buf += delta
         self._drain(final=False)
+        self._open = not (self._buf or self._done or self._lstrip)
 
     def close(self) -> None:
         """The stream ended: what is held and turned out plain goes out."""
