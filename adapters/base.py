@@ -31,6 +31,7 @@ class SendKind(StrEnum):
     REPLY = "reply"  # the agent's answer to a message (goes through the delivery ledger)
     NOTICE = "notice"  # the final word on a message that got no agent answer: command output, errors
     ACK = "ack"  # an interim acknowledgement ("queued"); the answer follows later
+    REASONING = "reasoning"  # what the model reasoned, before its answer (/reasoning on); not in the ledger
 
 
 class Disposition(StrEnum):
@@ -276,6 +277,9 @@ class Adapter(abc.ABC):
     #: the largest file the gateway downloads (``media.max_download_mb``; the gateway sets it): an
     #: adapter that may choose among sizes of one file (Telegram's photos) picks within it
     max_download_bytes: int = 20 * 2**20
+    #: a ``SendKind.REASONING`` message is shown collapsed (Telegram's expandable blockquote) from its
+    #: plain text; elsewhere the gateway sends it as a Markdown quote
+    collapses_reasoning: bool = False
 
     def __init__(self) -> None:
         self._handler: MessageHandler | None = None

@@ -77,6 +77,8 @@ class LoopResult:
     usage: Usage = field(default_factory=Usage)
     #: the chosen model the server rejected as unknown; the turn went on with its fallback
     rejected_model: str | None = None
+    #: what the model reasoned in each call of the turn (``reasoning_content``/``reasoning``), in order
+    reasoning: list[str] = field(default_factory=list)
 
 
 # Kept with a message in state.db, but not part of the chat format: strict providers refuse them.
@@ -245,6 +247,9 @@ class ToolLoop:
             out.model = reply.model or out.model
             out.usage = _added(out.usage, reply.usage)
             message = self._assistant_message(reply)
+            thought = message.get("reasoning_content") or message.get("reasoning")
+            if isinstance(thought, str) and thought.strip():
+                out.reasoning.append(thought.strip())
             calls = message.get("tool_calls") or []
             text = message.get("content")
             answer = text if isinstance(text, str) and text.strip() else "(no response)"

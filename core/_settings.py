@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from urllib.parse import urlsplit, urlunsplit
 
+from .toolcalls import TOOL_FORMATS
 from .tools import GroupToolPolicy, ToolsetPolicy
 
 #: ``model.max_response_bytes``: its default and its bounds. A chat answer of 4 MiB is about a
@@ -103,6 +104,12 @@ class ModelSettings:
     cache_ttl: str = "5m"
     #: stream answers to a caller that shows them growing (a turn with an ``AnswerListener``)
     stream: bool = True
+    #: how tools reach the model (``core.toolcalls``): "native" (the ``tools`` field), "text" (described
+    #: in the system prompt, calls read from the answer), "auto" (native until the server or model shows
+    #: it takes them as text)
+    tool_format: str = "auto"
+    #: model name -> its own tool format (``models.allowed[*].tool_format``), over ``tool_format``
+    tool_formats: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.timeout > 0 or not self.connect_timeout > 0:
@@ -118,6 +125,10 @@ class ModelSettings:
         if not MIN_RESPONSE_BYTES <= self.max_response_bytes <= MAX_RESPONSE_BYTES:
             raise ValueError(f"model.max_response_bytes must be between {MIN_RESPONSE_BYTES} "
                              f"and {MAX_RESPONSE_BYTES} bytes")
+        for name, chosen in (("model.tool_format", self.tool_format),
+                             *((f"the tool_format of {m!r}", f) for m, f in self.tool_formats.items())):
+            if chosen not in TOOL_FORMATS:
+                raise ValueError(f"{name} must be one of {', '.join(TOOL_FORMATS)}, not {chosen!r}")
         if self.cache_ttl not in CACHE_TTLS:
             raise ValueError(f"model.cache_ttl must be one of {', '.join(CACHE_TTLS)}, not {self.cache_ttl!r}")
 

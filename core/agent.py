@@ -112,6 +112,8 @@ class TurnResult:
     usage: Usage = field(default_factory=Usage)
     #: the turn's chosen model, which the server rejected (the turn ran on its fallback)
     rejected_model: str | None = None
+    #: what the model reasoned on the way (its calls' reasoning, joined); None: it said nothing of it
+    reasoning: str | None = None
 
 
 class Agent(Protocol):
@@ -250,7 +252,8 @@ class HermesAgent:
         except Exception:  # bookkeeping for reviews and titles must never cost the user the answer
             log.exception("agent.after_turn_failed", session_id=session_id)
         return TurnResult(text=result.text, message_ids=result.message_ids, model=result.model, usage=result.usage,
-                          rejected_model=result.rejected_model)
+                          rejected_model=result.rejected_model,
+                          reasoning="\n\n".join(result.reasoning) or None)
 
     async def _run_with_images(self, request: TurnRequest, session_id: str, system: str,
                                conversation: list[dict[str, Any]], result: LoopResult,

@@ -22,6 +22,12 @@ second may take minutes): each read waits at most ``timeout``, and the whole
 stream at most what is left of the turn's budget. A stream that breaks off is
 retried like a dropped connection, after ``listener.discard()``; a server that
 ignores ``stream`` and answers JSON is read as if nothing had been asked.
+
+How tools reach the model is ``core.toolcalls``'s business, behind this seam: a
+model that takes them as text (``model.tool_format``, or learned by ``auto`` when
+the server refuses ``tools`` or the model writes a text call) gets them described
+in its prompt, and every answer comes back in the OpenAI shape (native
+``tool_calls``, ``<think>`` blocks moved to ``reasoning_content``), streamed or not.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from .errors import (
     ModelUnavailableError,
 )
 from .streaming import AnswerListener
+from .toolcalls import StreamGate, ToolFormats, offered_names, rejects_tools, settle_message, text_request
 
 __all__ = ["ChatResult", "ModelClient", "ModelSettings", "Usage", "describe_size", "retry_delay"]
 
@@ -66,6 +73,8 @@ class ModelClient:
 
     def __init__(self, settings: ModelSettings, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
         self.settings = settings
+        #: how each model takes tools, configured or learned, for as long as this client lives
+        self.tool_formats = ToolFormats(settings.tool_format, settings.tool_formats)  # type: ignore[arg-type]
         self._endpoint = display_url(settings.base_url) if settings.base_url else "(not configured)"
         self._http = httpx.AsyncClient(
             transport=transport,
@@ -101,6 +110,8 @@ class ModelClient:
         listener gets its text as it is written.
         """
         url, model_name = self._target(model)
+        fmt = self.tool_formats.of(model_name)
+        offered = offered_names(tools)
         body: dict[str, Any] = {"model": model_name, "messages": [dict(m) for m in messages]}
         if tools:
             body["tools"] = [dict(t) for t in tools]
@@ -117,7 +128,22 @@ class ModelClient:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
             relay = listener if isinstance(listener, Relay) else Relay(listener)
-        return await self._send(url, body, relay)
+        if fmt == "text":
+            text_request(body)
+        try:
+            result = await self._send(url, body, relay, calls=bool(offered) and fmt != "native",
+                                      refusable=bool(offered) and fmt == "auto")
+        except _ToolsRefused:
+            self.tool_formats.learn_text(model_name, "the server refused the tools field")
+            fmt = "text"
+            text_request(body)
+            result = await self._send(url, body, relay, calls=True)
+        message, found = settle_message(result.message, fmt, offered)
+        if message is None:
+            return result
+        if found and fmt == "auto":
+            self.tool_formats.learn_text(model_name, "the model wrote a tool call as text")
+        return replace(result, message=message, finish_reason="tool_calls" if found else result.finish_reason)
 
     # ------------------------------------------------------------------ internals
 
@@ -138,7 +164,10 @@ class ModelClient:
         path = parts.path.rstrip("/") + "/chat/completions"
         return urlunsplit((parts.scheme, parts.netloc, path, parts.query, "")), model_name
 
-    async def _send(self, url: str, body: dict[str, Any], relay: Relay | None) -> ChatResult:
+    async def _send(self, url: str, body: dict[str, Any], relay: Relay | None, *, calls: bool = False,
+                    refusable: bool = False) -> ChatResult:
+        """``calls``: a stream's text is held back where a text tool call may start; ``refusable``: an
+        error that says the server takes no tools raises ``_ToolsRefused`` (``auto`` then goes text)."""
         headers = {"Authorization": f"Bearer {self.settings.api_key}"} if self.settings.api_key else {}
         if relay is not None:
             headers["Accept"] = "text/event-stream"
@@ -148,7 +177,7 @@ class ModelClient:
         for attempt in range(1, attempts + 1):
             if budget is not None and budget.remaining() <= 0:
                 raise self._budget_spent(budget, attempt - 1)
-            outcome = await self._attempt(url, body, headers, budget, relay)
+            outcome = await self._attempt(url, body, headers, budget, relay, calls, refusable)
             if isinstance(outcome, ChatResult):
                 return outcome
             if relay is not None and relay.given:
@@ -190,8 +219,8 @@ class ModelClient:
             await asyncio.sleep(delay)
         raise AssertionError("unreachable: the last attempt always returns or raises")
 
-    async def _attempt(self, url: str, body: dict[str, Any], headers: dict[str, str],
-                       budget: TurnBudget | None, relay: Relay | None) -> ChatResult | Failure:
+    async def _attempt(self, url: str, body: dict[str, Any], headers: dict[str, str], budget: TurnBudget | None,
+                       relay: Relay | None, calls: bool, refusable: bool) -> ChatResult | Failure:
         timeout = self.settings.timeout
         # httpx's timeouts are per read; this caps a server that trickles bytes forever. A stream
         # trickles by design: only the turn's budget caps it.
@@ -204,7 +233,7 @@ class ModelClient:
                 response = await self._http.send(request, stream=True)
                 try:
                     if relay is not None and response.is_success and _is_event_stream(response):
-                        return await self._read_stream(response, relay)
+                        return await self._read_stream(response, relay, calls)
                     raw, cut = await read_capped(response, self.settings.max_response_bytes)
                 finally:
                     await response.aclose()
@@ -226,7 +255,10 @@ class ModelClient:
             return Failure(False, problem, lambda n: ModelResponseError(self._endpoint, problem), cause=exc)
         if response.is_success:
             return await self._interpret_success(response.headers, raw, cut)
-        return self._status_failure(response.status_code, response.headers, _json_or_none(raw))
+        payload = _json_or_none(raw)
+        if refusable and rejects_tools(payload):
+            raise _ToolsRefused
+        return self._status_failure(response.status_code, response.headers, payload)
 
     def _budget_spent(self, budget: TurnBudget, attempts: int) -> ModelTimeoutError:
         return ModelTimeoutError(self._endpoint, attempts, self.settings.timeout, turn_timeout=budget.seconds)
@@ -239,9 +271,12 @@ class ModelClient:
             cause=exc,
         )
 
-    async def _read_stream(self, response: httpx.Response, relay: Relay) -> ChatResult | Failure:
+    async def _read_stream(self, response: httpx.Response, relay: Relay, calls: bool) -> ChatResult | Failure:
+        # Text that may be a tool call or reasoning is held back from the person (core.toolcalls).
+        gate = StreamGate(relay.text, relay.discard, calls=calls)
         try:
-            streamed = await read_stream(response.aiter_bytes(), self.settings.max_response_bytes, relay.text)
+            streamed = await read_stream(response.aiter_bytes(), self.settings.max_response_bytes, gate.feed)
+            gate.close()
         except StreamError as exc:  # a provider's failure reported inside the 2xx stream, as in a 2xx body
             return self._error_in_body(response.headers, exc.payload)
         except EventTooLarge:
@@ -301,6 +336,10 @@ class ModelClient:
 
     def _scrub(self, text: str) -> str:
         return scrub(text, self.settings.api_key)
+
+
+class _ToolsRefused(Exception):
+    """The server said it takes no ``tools`` (``auto``: the request goes again, as text); never leaves the client."""
 
 
 def retry_delay(settings: ModelSettings, attempt: int, retry_after: float | None) -> float | None:

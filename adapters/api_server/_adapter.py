@@ -118,7 +118,8 @@ class ApiServerAdapter(Adapter):
                 waiting.answer.set_exception(ConnectionResetError("the gateway is shutting down"))
 
     async def send(self, message: OutboundMessage) -> SendResult:
-        if message.kind is SendKind.ACK or message.reply_to is None:
+        # The request's answer is the reply; reasoning (/reasoning on) has no place in it.
+        if message.kind in (SendKind.ACK, SendKind.REASONING) or message.reply_to is None:
             return SendResult()
         waiting = self._waiting.get(message.reply_to)
         if waiting is not None and not waiting.answer.done():

@@ -56,6 +56,7 @@ class TelegramAdapter(Adapter):
     platform = PLATFORM
     max_message_length = 4096  # UTF-16 code units
     supports_recovery = True
+    collapses_reasoning = True
     #: how long the parts of an album are waited for after the last one came (seconds)
     media_group_window: float = 0.8
     max_upload_bytes = 50 * MIB  # the Bot API's upload limit (a local Bot API server takes more)

@@ -39,7 +39,8 @@ import re
 
 from .._split import FENCE, utf16_len
 
-__all__ = ["RESERVED", "escape", "escape_code", "escape_url", "markdown_v2_budget", "to_markdown_v2"]
+__all__ = ["RESERVED", "escape", "escape_code", "escape_url", "expandable_quote", "markdown_v2_budget",
+           "to_markdown_v2"]
 
 #: Characters MarkdownV2 reserves outside entities (plus the backslash itself).
 RESERVED = frozenset("_*[]()~`>#+-=|{}.!\\")
@@ -65,6 +66,14 @@ def escape_code(text: str) -> str:
 def escape_url(url: str) -> str:
     """Escape ``url`` for the (...) part of an inline link (only ) and \\)."""
     return _URL_ESCAPE_RE.sub(r"\\\1", url)
+
+
+def expandable_quote(heading: str, text: str) -> str:
+    """``heading`` in bold, then ``text`` in an expandable blockquote (``**>`` ... ``||``): shown
+    folded to a few lines until the reader opens it (the model's reasoning)."""
+    lines = [escape(line) for line in text.strip().split("\n")] or [""]
+    quoted = "**>" + "\n>".join(lines) + "||"
+    return f"*{escape(heading)}*\n{quoted}"
 
 
 def markdown_v2_budget(text: str) -> int:

@@ -35,12 +35,15 @@ from telegram.error import (
 )
 
 from .._text import clean_text
-from ..base import AdapterError, ChatInfo, ChatType, OutboundMessage, RateLimitedError, SendResult
+from ..base import AdapterError, ChatInfo, ChatType, OutboundMessage, RateLimitedError, SendKind, SendResult
 from ._client import BotConnection, TelegramBot, retry_seconds
-from ._format import to_markdown_v2
+from ._format import expandable_quote, to_markdown_v2
 from ._settings import TelegramSettings
 
 __all__ = ["Sender", "chat_ref", "is_parse_error"]
+
+#: what a reasoning message (/reasoning on) is headed with, above its folded quote
+REASONING_HEADING = "💭 Reasoning"
 
 log = structlog.get_logger("hermes.telegram")
 
@@ -144,7 +147,8 @@ class Sender:
             bot = await self._connection.ensure()
             async with self._send_locks.hold(message.chat_id):
                 target = await self._target(bot, message.chat_id, message.thread_id, message.reply_to)
-                sent = await self._send_text(bot, message.chat_id, target, text)
+                formatted = expandable_quote(REASONING_HEADING, text) if message.kind is SendKind.REASONING else None
+                sent = await self._send_text(bot, message.chat_id, target, text, formatted)
                 self._last_quote[message.chat_id] = message.reply_to
         return SendResult((str(sent),))
 
@@ -234,9 +238,12 @@ class Sender:
             target.reply = ReplyParameters(message_id=reply, allow_sending_without_reply=True)
         return target
 
-    async def _send_text(self, bot: TelegramBot, chat_id: str, target: _Target, text: str) -> int:
+    async def _send_text(self, bot: TelegramBot, chat_id: str, target: _Target, text: str,
+                         markdown: str | None = None) -> int:
+        """``text`` as MarkdownV2 (``markdown``, or converted from ``text``), plain if Telegram refuses it."""
         async def formatted(t: _Target) -> int:
-            return await bot.send_raw_message(t.chat, to_markdown_v2(text), parse_mode=ParseMode.MARKDOWN_V2,
+            converted = markdown if markdown is not None else to_markdown_v2(text)
+            return await bot.send_raw_message(t.chat, converted, parse_mode=ParseMode.MARKDOWN_V2,
                                               thread=t.thread, reply=t.reply)
 
         async def plain(t: _Target) -> int:

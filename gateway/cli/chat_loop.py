@@ -87,6 +87,8 @@ class _Chat:
             reply_to = event.get("reply_to")
             if kind in ("delta", "restart") and isinstance(text, str):
                 self.printer.partial(text, reply_to, restart=kind == "restart")
+            elif kind == "reasoning" and isinstance(text, str):  # /reasoning on: printed before the answer
+                self.printer.final(text, reply_to)
             elif kind in ("reply", "notice", "ack") and isinstance(text, str):
                 self.printer.final(text, reply_to)
                 if kind == "ack" and reply_to == self._awaiting and _QUESTION.search(text):

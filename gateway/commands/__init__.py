@@ -14,6 +14,7 @@
 - ``models``: /model (and its menu's presses); ``usage``: /usage
 - ``userdata``: /export-my-data, /forget-me (a sender's own data)
 - ``pair``: /pair (an owner approves a stranger's pairing code), and what ``hermes-gateway pairing`` shows
+- ``reasoning``: /reasoning (the model's reasoning shown before its answers, per session)
 """
 
 from gateway.commands.approvals import register_approval_commands
@@ -26,6 +27,7 @@ from gateway.commands.identity import register_identity_commands
 from gateway.commands.misc import register_misc_commands
 from gateway.commands.models import register_model_commands
 from gateway.commands.pair import WELCOME, pairing_json, pairing_lines, register_pair_commands, welcome
+from gateway.commands.reasoning import register_reasoning_commands
 from gateway.commands.sessions import register_session_commands
 from gateway.commands.skills import SkillCommands, command_name, skill_clashes
 from gateway.commands.tools import register_tools_commands, render_tools, tools_report
@@ -69,3 +71,4 @@ def register_all_commands(registry: CommandRegistry) -> None:
     register_pair_commands(registry)
     register_conversation_commands(registry)
     register_background_commands(registry)
+    register_reasoning_commands(registry)

@@ -1,13 +1,13 @@
 """``models`` in config.yaml: the models a chat may switch to with ``/model`` (README, "Models").
 
-Each entry of ``models.allowed`` is a name, or a mapping with the name, a label shown in the picker
-and its prices (US dollars per million prompt / completion / cached prompt tokens: the cost in
+Each entry of ``models.allowed`` is a name, or a mapping with the name, a label shown in the picker,
+its own ``tool_format`` and its prices (US dollars per million prompt / completion / cached prompt tokens: the cost in
 ``/usage`` and ``hermes-gateway usage``). With the list empty, ``model.default`` is the only model.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -33,6 +33,9 @@ class AllowedModel(BaseModel):
     label: str | None = Field(default=None, max_length=75)
     #: unset: the cost of this model is not shown
     prices: PricesConfig | None = None
+    #: how this model calls tools (unset: ``model.tool_format``); ``text`` for a local model
+    #: served without native function calling (README, "Local models")
+    tool_format: Literal["auto", "native", "text"] | None = None
 
     @model_validator(mode="before")
     @classmethod

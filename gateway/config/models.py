@@ -76,6 +76,10 @@ class ModelConfig(EnvSection):
     vision: bool = False
     # a model on the same server that describes images in words, for a main model without vision
     vision_auxiliary: str | None = None
+    # how tools reach the model: native (the API's tools field), text (described in the system prompt,
+    # calls read from the answer: local models without function calling), auto (native until the
+    # server refuses tools or the model writes a call as text; then text for that model)
+    tool_format: Literal["auto", "native", "text"] = "auto"
 
 
 class SessionResetConfig(_Section):

@@ -47,6 +47,8 @@ def model_settings(config: LoadedConfig) -> ModelSettings:
         max_response_bytes=m.max_response_bytes,
         cache_ttl=m.cache_ttl,
         stream=m.stream,
+        tool_format=m.tool_format,
+        tool_formats={e.name: e.tool_format for e in config.settings.models.allowed if e.tool_format},
     )
 
 

@@ -36,8 +36,9 @@ from gateway.logs import redact
 from gateway.media import TakenMedia, TurnFiles, attach_linked_images, note_files, speak_answer
 from gateway.routing.approvals import TurnApprover
 from gateway.routing.background import BackgroundTurns
-from gateway.routing.delivery import record_stream, settle_reply
 from gateway.routing.models import revert_rejected, turn_model
+from gateway.routing.outbox import ReplyOutbox
+from gateway.routing.reasoning import show_reasoning
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
 from gateway.routing.session_index import Binding
@@ -52,28 +53,6 @@ log = structlog.get_logger("hermes.router")
 STOPPED_REPLY = "⚡ Stopped before the answer was finished. Everything said so far is kept in the session."
 
 AgentMaker = Callable[[Services, TurnRequest], Agent]
-
-
-class _Outbox:
-    """A reply's ledger row, written by the agent in the transaction that stores its answer
-    (a streamed answer's row exists from its first visible message on)."""
-
-    def __init__(self, session_key: str, session_id: str, compose: Callable[[str], OutboundMessage]) -> None:
-        self._key = session_key
-        self._session_id = session_id
-        self._compose = compose
-        self.id: int | None = None
-
-    def record(self, conn: sqlite3.Connection, session_id: str, answer: str) -> None:
-        # On the writer thread, after any stream op of this turn; a batch that is replayed
-        # runs this again and the last id stands.
-        self.id = settle_reply(conn, self._compose(answer), self._key, session_id, self.id)
-
-    def stream_op(self, message_ids: tuple[str, ...]) -> Callable[[sqlite3.Connection], None]:
-        def op(conn: sqlite3.Connection) -> None:
-            self.id = record_stream(conn, self._compose(""), self._key, self._session_id, message_ids, self.id)
-
-        return op
 
 
 class Turns:
@@ -222,7 +201,7 @@ class Turns:
                 return OutboundMessage(msg.platform, msg.chat_id, redact(body), msg.thread_id, msg.message_id, kind,
                                        error=error, usage=usage, files=sent)
 
-            outbox = (_Outbox(key, binding.session_id, reply_to_user) if services.delivery.recoverable(msg.platform)
+            outbox = (ReplyOutbox(key, binding.session_id, reply_to_user) if services.delivery.recoverable(msg.platform)
                       else None)
             # Once the answer shows, it says more than "typing…" does.
             stream = self._open_stream(msg, outbox, on_shown=typing.cancel)
@@ -253,12 +232,13 @@ class Turns:
             error: ReplyError | None = None
             usage: TokenUsage | None = None
             kind = SendKind.REPLY
+            reasoning: str | None = None
             started = time.perf_counter()
             try:  # the model /model chose (a state.db read: a failure is told like the turn's own)
                 request = replace(request, model=await turn_model(services.store, services.config.settings, msg,
                                                                   binding.session_id))
                 result = await self._make_agent(services, request).run_turn(request)
-                reply = result.text
+                reply, reasoning = result.text, result.reasoning
                 usage = TokenUsage(result.usage.input_tokens, result.usage.output_tokens)
                 if result.rejected_model is not None:  # the answer is the fallback's: say so (setting reverted)
                     note = await revert_rejected(services.store, services.config.settings, msg, binding.session_id,
@@ -294,6 +274,9 @@ class Turns:
                     await services.delivery.withdraw(ledger_id, "the turn failed after its answer was stored")
                     ledger_id = None
                 out = reply_to_user(reply, kind, error=error, usage=usage)
+                if kind is SendKind.REPLY and reasoning:  # /reasoning on: before the answer
+                    await show_reasoning(services.store, services.adapters.get(msg.platform), msg,
+                                         binding.session_id, reasoning)
                 if stream is not None and stream.shown:
                     sent = await services.delivery.finish_stream(stream, out, ledger_id=ledger_id)
                 else:
@@ -316,7 +299,7 @@ class Turns:
         if taken is not None and taken.transcripts:
             await speak_answer(services.config.settings.tts, reply, files, store=services.store, ledger_id=ledger_id)
 
-    def _open_stream(self, msg: InboundMessage, outbox: _Outbox | None, *,
+    def _open_stream(self, msg: InboundMessage, outbox: ReplyOutbox | None, *,
                      on_shown: Callable[[], object]) -> StreamDriver | None:
         """The driver that shows this turn's answer while it is written; None where the platform
         does not stream (or it is switched off there)."""
@@ -356,7 +339,7 @@ class Turns:
         except Exception:
             log.exception("router.stopped_stream_failed")
 
-    def _answer_ops(self, msg: InboundMessage, outbox: _Outbox | None,
+    def _answer_ops(self, msg: InboundMessage, outbox: ReplyOutbox | None,
                     compose: Callable[[str], OutboundMessage]) -> AnswerOp | None:
         """What commits with the answer: its ledger row, and for a request that waits for it,
         the reply as its retries will get it."""

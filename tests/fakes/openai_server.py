@@ -16,7 +16,10 @@ time (or given to the constructor):
 - ``first_token_delay`` (s, default 0): the headers go out at once, the first chunk after this;
 - ``tokens_per_second`` (default None: as fast as the socket takes them): the pace after it;
 - ``ignore_stream`` (default False): answer ``stream: true`` with plain JSON, as servers
-  that cannot stream do.
+  that cannot stream do;
+- ``refuse_tools`` (default None; ``"ollama"`` or ``"llamacpp"``): a request carrying ``tools``
+  gets that server's real refusal (``_openai_local.py``, which also writes the text forms of
+  a tool call, ``text_call``), before the script is touched.
 
 ``break_stream(text, after=n, mode=...)`` makes the next streamed answer stop after
 ``n`` tokens: ``"drop"`` the connection, send a ``"malformed"`` chunk, end the body
@@ -48,6 +51,7 @@ from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
 from ._openai_audio import FakeTranscriptions
+from ._openai_local import LocalServer, refusal
 from ._openai_models import model_list, unknown_model
 from ._openai_speech import FakeSpeech
 from ._openai_stream import BreakMode, StreamBreak, StreamRecord, write_stream
@@ -129,7 +133,9 @@ class FakeOpenAI:
         tokens_per_second: float | None = None,
         ignore_stream: bool = False,
         served: Sequence[str] | None = None,
+        refuse_tools: LocalServer | None = None,
     ) -> None:
+        self.refuse_tools = refuse_tools
         self.first_token_delay = first_token_delay
         self.tokens_per_second = tokens_per_second
         self.ignore_stream = ignore_stream
@@ -317,6 +323,9 @@ class FakeOpenAI:
         denied = self._unauthorized(recorded) or unknown_model(self.served, recorded.body)
         if denied is not None:
             return denied
+        if self.refuse_tools is not None and isinstance(recorded.body, dict) and recorded.body.get("tools"):
+            status, refused = refusal(self.refuse_tools, str(recorded.body.get("model") or self.model))
+            return web.json_response(refused, status=status)
         for hold in self._holds:
             if isinstance(recorded.body, dict) and hold.matches(recorded.body):
                 hold.arrived.set()
