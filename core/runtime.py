@@ -239,7 +239,8 @@ class AgentRuntime:
                  shown=len(window), of=len(source))
         return saved
 
-    async def side_answer(self, session_id: str, platform: str, chat_type: str, question: str) -> str:
+    async def side_answer(self, session_id: str, platform: str, chat_type: str, question: str, *,
+                          model: str | None = None) -> str:
         """/btw: an answer to ``question`` on a snapshot of the session, stored nowhere (the call's
         tokens still count in the session's usage). No tools: a side question changes nothing."""
         session, history = await self.store.load_conversation(session_id)
@@ -250,7 +251,7 @@ class AgentRuntime:
         messages = [*recent_window(history, self.settings.compression_at - fixed), {"role": "user", "content": question}]
         repair_history(messages)
         loop = ToolLoop(self.store, self.client, ToolRegistry(), self.tool_context(session_id, platform),
-                        max_iterations=1, persist=False)
+                        max_iterations=1, persist=False, model=model)
         return (await loop.run(system, messages)).text
 
     async def review(self, session_id: str, platform: str, session_key: str, system: str,

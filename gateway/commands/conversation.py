@@ -17,6 +17,7 @@ from gateway.errors import describe
 from gateway.logs import redact
 from gateway.routing.commands import Command, CommandContext, CommandRegistry
 from gateway.routing.lanes import Job
+from gateway.routing.models import turn_model
 from storage import history
 
 log = structlog.get_logger("hermes.commands")
@@ -162,7 +163,9 @@ async def _btw(ctx: CommandContext) -> str | None:
 
     async def job() -> None:
         try:
-            answer = await side.side_answer(s, session_id, m.platform, str(m.chat_type), question)
+            choice = await turn_model(s.store, s.config.settings, m, session_id)  # what /model chose here
+            answer = await side.side_answer(s, session_id, m.platform, str(m.chat_type), question,
+                                            model=choice.name if choice is not None else None)
         except Exception as exc:
             log.warning("commands.btw_failed", error_type=type(exc).__name__)
             await _say(ctx, describe(exc).reply)

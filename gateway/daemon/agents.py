@@ -46,8 +46,8 @@ class DefaultAgents:
         return (await self.runtime(services).compress(session_key, session_id)).reply
 
     async def side_answer(self, services: Services, session_id: str, platform: str, chat_type: str,
-                          question: str) -> str:
-        return await self.runtime(services).side_answer(session_id, platform, chat_type, question)
+                          question: str, *, model: str | None = None) -> str:
+        return await self.runtime(services).side_answer(session_id, platform, chat_type, question, model=model)
 
     def tool_overview(self, services: Services, platform: str, chat_type: str | None) -> ToolOverview:
         return self.runtime(services).tool_overview(platform, chat_type)

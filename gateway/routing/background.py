@@ -26,6 +26,7 @@ from core.agent import TurnRequest
 from gateway.errors import describe
 from gateway.logs import redact
 from gateway.routing.delivery import record_reply
+from gateway.routing.models import turn_model
 from gateway.routing.services import Services
 from storage import background, cron, new_session_id, ops, outbound
 
@@ -128,9 +129,13 @@ class BackgroundTurns:
         s = self._services
         session_id = new_session_id()
         key = task_key(task.chat_key, task.id)
+        # The model the asking chat's next message would use (its /model, its channel's, the global one).
+        chat_session = await s.index.current(task.chat_key)
+        choice = await turn_model(s.store, s.config.settings, msg, chat_session or session_id)
 
         def open_session(conn: sqlite3.Connection) -> None:
-            ops.create_session(conn, session_id, msg.platform, model=s.model_name, user_id=msg.user_id)
+            ops.create_session(conn, session_id, msg.platform, model=choice.name if choice else s.model_name,
+                               user_id=msg.user_id)
             ops.set_session_title(conn, session_id, f"bg {task.id}")
             background.set_session(conn, task.id, session_id)
             # The asking chat may see and /resume it, without its own conversation moving there.
@@ -155,7 +160,7 @@ class BackgroundTurns:
 
         request = TurnRequest(session_id=session_id, session_key=key, platform=msg.platform,
                               chat_type=str(msg.chat_type), text=task.prompt, user_id=msg.user_id,
-                              user_name=msg.user_name, on_answer=on_answer)
+                              user_name=msg.user_name, on_answer=on_answer, model=choice)
         with structlog.contextvars.bound_contextvars(session_key=key, session_id=session_id, task_id=task.id):
             try:
                 await s.store.write(open_session)

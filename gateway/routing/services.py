@@ -43,8 +43,9 @@ class ToolLister(Protocol):
 
 class SideQuestions(Protocol):
     async def side_answer(self, services: Services, session_id: str, platform: str, chat_type: str,
-                          question: str) -> str:
-        """/btw: an answer on a snapshot of the session, added to nothing."""
+                          question: str, *, model: str | None = None) -> str:
+        """/btw: an answer on a snapshot of the session, added to nothing (``model``: the chat's, by
+        /model's rules; None: the default)."""
 
 
 class Handoffs(Protocol):

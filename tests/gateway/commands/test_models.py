@@ -159,3 +159,21 @@ async def test_usage_is_the_sum_of_what_the_server_reported(gateway_home: Path) 
         # Each answer keeps its call's completion tokens (the v11 messages.token_count).
         counted = rows(run.db_path, "SELECT token_count FROM messages WHERE role = 'assistant' ORDER BY id")
         assert counted == [(7,), (20,), (30,)]
+
+
+async def test_a_side_question_and_a_background_task_use_the_model_the_chat_chose(gateway_home: Path) -> None:
+    async with FakeOpenAI(served=["fake-model", "big-model"]) as fake, \
+            run_gateway(gateway_home, fake.base_url, config={"models": MODELS}, env=ENV, chat=ChatAdapter()) as run:
+        assert await talk(run, "one") == "echo: one"
+        assert (await talk(run, "/model big-model")).startswith("🔀")
+        before = len(run.chat.to("u1"))
+        await run.chat.say("/btw aside", user="u1")
+        side = (await run.chat.wait_sent(before + 1, chat="u1"))[before].text
+        assert side.startswith("💬 (by the way)")
+        before = len(run.chat.to("u1"))
+        await run.chat.say("/bg later", user="u1")
+        sent = await run.chat.wait_sent(before + 2, chat="u1")  # the task id, then its answer
+        assert any("echo: later" in m.text for m in sent[before:])
+        assert models_sent(fake) == ["fake-model", "big-model", "big-model"]
+        bg = rows(run.db_path, "SELECT model FROM sessions WHERE title LIKE 'bg %'")
+        assert bg == [("big-model",)]
