@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["DISCORD_MENU", "TELEGRAM_MENU", "CommandMenu", "MenuCommand", "MenuRules"]
+__all__ = ["MENU_FOR_DISCORD", "MENU_FOR_TELEGRAM", "CommandMenu", "MenuCommand", "MenuRules"]
 
 
 @dataclass(frozen=True)
@@ -26,10 +26,10 @@ class MenuRules:
 
 
 #: Bot API ``BotCommand``: 1-32 of ``a-z``, ``0-9``, ``_``; description 1-256; at most 100
-TELEGRAM_MENU = MenuRules(100, re.compile(r"^[a-z0-9_]{1,32}$"), 256, "1-32 characters of a-z, 0-9 and _")
+MENU_FOR_TELEGRAM = MenuRules(100, re.compile(r"^[a-z0-9_]{1,32}$"), 256, "1-32 characters of a-z, 0-9 and _")
 #: a CHAT_INPUT application command: 1-32 lowercase letters, digits, ``-`` or ``_``; description 1-100;
 #: at most 100 of that type (global, and again per guild)
-DISCORD_MENU = MenuRules(100, re.compile(r"^[-_a-z0-9]{1,32}$"), 100, "1-32 characters of a-z, 0-9, - and _")
+MENU_FOR_DISCORD = MenuRules(100, re.compile(r"^[-_a-z0-9]{1,32}$"), 100, "1-32 characters of a-z, 0-9, - and _")
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from ..base import (
     SendResult,
 )
 from ..choices import ChoicePrompt
-from ..commands import DISCORD_MENU, MenuCommand
+from ..commands import MENU_FOR_DISCORD, MenuCommand
 from ..media import Attachment, OutboundFile
 from ..settings import reveal
 from ._approvals import ApprovalButtons
@@ -93,7 +93,7 @@ class DiscordAdapter(Adapter):
     supports_recovery = True
     threads_are_chats = True
     #: the application's slash commands: ``adapters.commands.CommandMenu``
-    menu_rules = DISCORD_MENU
+    menu_rules = MENU_FOR_DISCORD
     max_upload_bytes = 10 * MIB
 
     def __init__(self, settings: DiscordSettings) -> None:

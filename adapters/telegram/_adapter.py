@@ -31,7 +31,7 @@ from .._split import split_text
 from ..approvals import ApprovalPrompt
 from ..base import Adapter, AdapterError, ChatInfo, ChatType, OutboundMessage, ReplyStream, SendResult
 from ..choices import ChoicePrompt
-from ..commands import TELEGRAM_MENU, MenuCommand
+from ..commands import MENU_FOR_TELEGRAM, MenuCommand
 from ..media import Attachment, OutboundFile
 from ._approvals import ApprovalButtons
 from ._client import BotConnection
@@ -62,7 +62,7 @@ class TelegramAdapter(Adapter):
     max_upload_bytes = 50 * MIB  # the Bot API's upload limit (a local Bot API server takes more)
 
     #: the bot's command menu (``setMyCommands``): ``adapters.commands.CommandMenu``
-    menu_rules = TELEGRAM_MENU
+    menu_rules = MENU_FOR_TELEGRAM
 
     def __init__(self, settings: TelegramSettings) -> None:
         super().__init__()

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ._relaxed import RelaxedError, read_relaxed_object
+from ._relaxed import _RelaxedError, read_relaxed_object
 
 __all__ = ["ParsedAnswer", "TextCall", "parse_text_calls"]
 
@@ -129,7 +129,7 @@ def _relaxed_or_none(text: str) -> dict[str, Any] | None:
         return None
     try:
         value, _ = read_relaxed_object(text)
-    except RelaxedError:
+    except _RelaxedError:
         return None
     return value
 
@@ -149,7 +149,7 @@ def _relaxed_call(name: str, args: str) -> TextCall:
         return TextCall(name, "{}")
     try:
         value, _ = read_relaxed_object(args)
-    except RelaxedError as exc:
+    except _RelaxedError as exc:
         return TextCall(name, args[:2000], f"the arguments cannot be read: {exc}")
     return TextCall(name, json.dumps(value, ensure_ascii=False))
 
@@ -158,7 +158,7 @@ def _bare_call(text: str, match: re.Match[str]) -> tuple[TextCall, int]:
     name = match.group(1)
     try:
         value, end = read_relaxed_object(text, match.end())
-    except RelaxedError as exc:
+    except _RelaxedError as exc:
         line_end = text.find("\n", match.end())
         end = len(text) if line_end < 0 else line_end
         return TextCall(name, text[match.end():end][:2000], f"the arguments cannot be read: {exc}"), end

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["RelaxedError", "read_relaxed_object"]
+__all__ = ["_RelaxedError", "read_relaxed_object"]
 
 _STRING_TOKENS = ('<|"|>', "<escape>")
 _BARE_KEY = re.compile(r"[A-Za-z_$][\w$.-]*")
@@ -24,7 +24,7 @@ _BARE_WORD = re.compile(r"[A-Za-z_][\w.-]*")
 _MAX_DEPTH = 32
 
 
-class RelaxedError(ValueError):
+class _RelaxedError(ValueError):
     """The text is not an object this reader understands; the message says where."""
 
 
@@ -37,7 +37,7 @@ def read_relaxed_object(text: str, start: int = 0) -> tuple[dict[str, Any], int]
         return reader.object(0, close=")"), reader.pos
     value = reader.value(0)
     if not isinstance(value, dict):
-        raise RelaxedError("the arguments are not an object")
+        raise _RelaxedError("the arguments are not an object")
     return value, reader.pos
 
 
@@ -50,9 +50,9 @@ class _Reader:
         while self.pos < len(self.text) and self.text[self.pos] in " \t\r\n":
             self.pos += 1
 
-    def fail(self, what: str) -> RelaxedError:
+    def fail(self, what: str) -> _RelaxedError:
         near = self.text[self.pos:self.pos + 20]
-        return RelaxedError(f"{what} at character {self.pos} (near {near!r})")
+        return _RelaxedError(f"{what} at character {self.pos} (near {near!r})")
 
     def value(self, depth: int) -> Any:
         if depth > _MAX_DEPTH:

@@ -4,7 +4,7 @@ which are left out of a platform's own command menu (a name its rules refuse, pa
 
 from __future__ import annotations
 
-from adapters.commands import DISCORD_MENU, TELEGRAM_MENU, MenuRules
+from adapters.commands import MENU_FOR_DISCORD, MENU_FOR_TELEGRAM, MenuRules
 from gateway.commands import SkillCommands, register_all_commands
 from gateway.commands.native import fit_menu
 from gateway.config import LoadedConfig
@@ -12,7 +12,7 @@ from gateway.routing.commands import CommandRegistry
 
 __all__ = ["skill_command_problems"]
 
-_MENUS: dict[str, MenuRules] = {"telegram": TELEGRAM_MENU, "discord": DISCORD_MENU}
+_MENUS: dict[str, MenuRules] = {"telegram": MENU_FOR_TELEGRAM, "discord": MENU_FOR_DISCORD}
 
 
 def skill_command_problems(config: LoadedConfig, platforms: list[str]) -> tuple[int, list[str]]:
