@@ -20,7 +20,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from gateway.cli.sessions import _quiet_logs
+from gateway.cli.common import EX_USER, HomeOption, fail, quiet_logs
 from gateway.commands import job_json, job_zone
 from gateway.config import LoadedConfig, default_home, load_config
 from gateway.control import client as control_client
@@ -31,7 +31,6 @@ from storage.errors import GatewayError
 
 __all__ = ["cron_app"]
 
-EX_USER = 1
 #: as ``hermes-gateway status`` when no daemon runs
 EX_NOT_RUNNING = 3
 
@@ -41,19 +40,16 @@ cron_app = typer.Typer(
     add_completion=False,
 )
 
-HomeOption = Annotated[Path | None, typer.Option(
-    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
 RefArgument = Annotated[str, typer.Argument(metavar="JOB", help="The job's name or id")]
 
 
 def _fail(message: str, code: int = EX_USER) -> NoReturn:
-    typer.echo(f"hermes-gateway cron: {' '.join(message.split())}", err=True)
-    raise typer.Exit(code)
+    fail("cron", message, code)
 
 
 def _call(home: Path | None, op: str, params: dict[str, Any],
           offline: Callable[[LoadedConfig], dict[str, Any]] | None = None) -> dict[str, Any]:
-    _quiet_logs()
+    quiet_logs()
     root = (home or default_home()).expanduser()
     try:
         config = load_config(root)  # a broken config exits 78 here, as the daemon would

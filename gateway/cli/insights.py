@@ -17,7 +17,8 @@ from typing import Annotated
 
 import typer
 
-from gateway.cli.sessions import _errors, _quiet_logs, _read
+from gateway.cli.common import quiet_logs
+from gateway.cli.sessions import _errors, _read
 from gateway.config import ModelPrice, default_home, load_config
 from gateway.errors import ConfigError
 from storage import usage
@@ -136,7 +137,7 @@ def insights(
 ) -> None:
     """Token usage, model calls and (where prices are set) cost per day, source and model."""
     with _errors():
-        _quiet_logs()
+        quiet_logs()
         root = (home or default_home()).expanduser()
         prices = _prices(root)
         midnight = datetime.fromtimestamp(time.time()).replace(hour=0, minute=0, second=0, microsecond=0)

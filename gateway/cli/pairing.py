@@ -23,12 +23,12 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from adapters.base import OutboundMessage
-from gateway.cli.sessions import _quiet_logs
+from gateway.cli.common import EX_USER, HomeOption, fail, load_home_config
 from gateway.commands import WELCOME, pairing_json, pairing_lines
-from gateway.config import LoadedConfig, default_home, load_config
+from gateway.config import LoadedConfig
 from gateway.config.models import PAIRING_PLATFORMS
 from gateway.control import client as control_client
-from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError, DaemonUnreachableError
+from gateway.errors import DaemonNotRunningError, DaemonUnreachableError
 from gateway.routing.delivery import record_reply
 from gateway.routing.owners import Owners
 from gateway.routing.pairing import PAIRING_KEY_FILE, Pairing
@@ -37,7 +37,6 @@ from storage.errors import GatewayError
 
 __all__ = ["pairing_app"]
 
-EX_USER = 1
 
 pairing_app = typer.Typer(
     help="Approve or refuse the pairing codes strangers' DMs were given; list and revoke who may talk.",
@@ -45,22 +44,15 @@ pairing_app = typer.Typer(
     add_completion=False,
 )
 
-HomeOption = Annotated[Path | None, typer.Option(
-    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
 CodeArgument = Annotated[str, typer.Argument(metavar="CODE", help="The 8-character code the person was given")]
 
 
 def _fail(message: str, code: int = EX_USER) -> NoReturn:
-    typer.echo(f"hermes-gateway pairing: {' '.join(message.split())}", err=True)
-    raise typer.Exit(code)
+    fail("pairing", message, code)
 
 
 def _config(home: Path | None) -> LoadedConfig:
-    _quiet_logs()
-    try:
-        return load_config((home or default_home()).expanduser())
-    except ConfigError as exc:
-        _fail(f"configuration error: {exc}", EX_CONFIG)
+    return load_home_config("pairing", home)
 
 
 def _ask(config: LoadedConfig, op: str, params: dict[str, Any]) -> dict[str, Any] | None:

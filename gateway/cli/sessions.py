@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import sqlite3
 import sys
@@ -22,11 +21,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import IO, Annotated, Any, NoReturn, TypeVar
 
-import structlog
 import typer
 from rich.cells import cell_len
 
 from gateway.cli import sessions_admin
+from gateway.cli.common import EX_USER, HomeOption, fail, quiet_logs
 from gateway.cli.sessions_table import fit_cells, format_size, format_table
 from gateway.config import default_home, load_config
 from gateway.control import client as control_client
@@ -35,7 +34,6 @@ from storage import GatewayError, Reader, SessionNotFoundError, StateStore, Stor
 
 T = TypeVar("T")
 
-EX_USER = 1
 DB_NAME = "state.db"
 # Below this many sessions an export is over before a bar would be worth drawing.
 PROGRESS_MIN_SESSIONS = 20
@@ -46,8 +44,6 @@ sessions_app = typer.Typer(
     add_completion=False,
 )
 
-HomeOption = Annotated[Path | None, typer.Option(
-    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
 SourceOption = Annotated[str | None, typer.Option(
     "--source", metavar="PLATFORM", help="Only sessions from this platform (telegram, cli, ...)")]
 
@@ -56,9 +52,7 @@ SourceOption = Annotated[str | None, typer.Option(
 
 
 def _fail(message: str, code: int = EX_USER) -> NoReturn:
-    # One line, whatever the message carried.
-    typer.echo(f"hermes-gateway sessions: {' '.join(message.split())}", err=True)
-    raise typer.Exit(code)
+    fail("sessions", message, code)
 
 
 @contextlib.contextmanager
@@ -80,26 +74,17 @@ def _errors() -> Iterator[None]:
         _fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}")
 
 
-def _quiet_logs() -> None:
-    """Storage's info lines are for the daemon's log; here they would mix into
-    the output (an export to stdout above all). Warnings still reach stderr."""
-    structlog.configure(
-        processors=[structlog.processors.add_log_level, structlog.dev.ConsoleRenderer(colors=False)],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=False,
-    )
 
 
 def _home(home: Path | None) -> Path:
     """The home, after checking its configuration (a bad one exits 78, as the daemon does)."""
-    _quiet_logs()
+    quiet_logs()
     return load_config(home or default_home()).home
 
 
 def _reading_home(home: Path | None) -> Path:
     """The home for a read: a configuration error is a warning on stderr, the read goes on."""
-    _quiet_logs()
+    quiet_logs()
     root = (home or default_home()).expanduser()
     try:
         load_config(root)

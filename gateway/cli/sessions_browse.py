@@ -14,8 +14,9 @@ from typing import Annotated, Any
 import typer
 
 from gateway.cli.chat import chat
+from gateway.cli.common import HomeOption
 from gateway.cli.picker import PickerState, pick
-from gateway.cli.sessions import HomeOption, SourceOption, _at_least_one, _errors, _read, _reading_home
+from gateway.cli.sessions import SourceOption, _at_least_one, _errors, _read, _reading_home
 from gateway.cli.sessions_table import format_table
 from storage import queries
 

@@ -16,7 +16,7 @@ import typer
 
 from core.tools import ToolOverview, tool_overview
 from core.tools.mcp import McpServerStatus
-from gateway.cli.sessions import _quiet_logs
+from gateway.cli.common import quiet_logs
 from gateway.commands import render_tools
 from gateway.config import default_home, load_config, mcp_specs
 from gateway.control import client as control_client
@@ -58,7 +58,7 @@ def tools(
     as_json: Annotated[bool, typer.Option("--json", help="Print the list as JSON, and nothing else.")] = False,
 ) -> None:
     """List the tools the agent can use (live from the daemon, or from config when it is stopped)."""
-    _quiet_logs()
+    quiet_logs()
     root = (home or default_home()).expanduser()
     chat_type = "group" if group else "dm"
     running = True

@@ -19,7 +19,8 @@ from typing import Annotated, Any
 
 import typer
 
-from gateway.cli.sessions import _errors, _quiet_logs, _read
+from gateway.cli.common import quiet_logs
+from gateway.cli.sessions import _errors, _read
 from gateway.config import default_home
 from storage import usage
 
@@ -80,7 +81,7 @@ def usage_command(
     """Model calls, prompt/completion/cached tokens and cost per user."""
     start = parse_since(since) if since is not None else None
     with _errors():
-        _quiet_logs()
+        quiet_logs()
         root = (home or default_home()).expanduser()
         rows = _read(root, lambda conn: usage.usage_by_user(conn, since=start)) or []
     if as_json:

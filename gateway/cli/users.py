@@ -25,10 +25,11 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from gateway.cli.sessions import _confirm, _quiet_logs
-from gateway.config import LoadedConfig, default_home, load_config
+from gateway.cli.common import EX_USER, HomeOption, fail, load_home_config
+from gateway.cli.sessions import _confirm
+from gateway.config import LoadedConfig
 from gateway.control import client as control_client
-from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError, DaemonUnreachableError
+from gateway.errors import DaemonNotRunningError, DaemonUnreachableError
 from gateway.routing.owners import Owners
 from gateway.userdata import Forgetter, parse_sender, write_export
 from gateway.userdata.service import UserData
@@ -37,29 +38,21 @@ from storage.errors import GatewayError
 
 __all__ = ["users_app"]
 
-EX_USER = 1
 #: a forget of a hundred thousand messages takes a while; the daemon answers when it is done
 _FORGET_WITHIN = 900.0
 
 users_app = typer.Typer(help="Take out or erase one person's data (PLATFORM:ID, as telegram:123456).",
                         no_args_is_help=True, add_completion=False)
 
-HomeOption = Annotated[Path | None, typer.Option(
-    "--home", metavar="DIR", help="HERMES_HOME (default: $HERMES_HOME or ~/.hermes)")]
 UserArgument = Annotated[str, typer.Argument(metavar="PLATFORM:ID", help="The person, as telegram:123456")]
 
 
 def _fail(message: str, code: int = EX_USER) -> NoReturn:
-    typer.echo(f"hermes-gateway users: {' '.join(message.split())}", err=True)
-    raise typer.Exit(code)
+    fail("users", message, code)
 
 
 def _config(home: Path | None) -> LoadedConfig:
-    _quiet_logs()
-    try:
-        return load_config((home or default_home()).expanduser())
-    except ConfigError as exc:
-        _fail(f"configuration error: {exc}", EX_CONFIG)
+    return load_home_config("users", home)
 
 
 def _report_lines(report: dict[str, Any]) -> list[str]:
