@@ -38,9 +38,10 @@ from discord.http import Route
 from .._dispatch import ChatOrderedDispatch
 from .._text import clean_text
 from ..approvals import APPROVAL_CHOICES, ApprovalChoice, ApprovalPrompt, approval_data
-from ..base import AdapterError, ChatType, InboundMessage, MessageHandler, OutboundMessage
+from ..base import AdapterError, InboundMessage, MessageHandler, OutboundMessage
 from ..choices import ChoicePrompt, press_command
-from ._inbound import PLATFORM, ChannelRef, classify_channel
+from ._inbound import PLATFORM, ChannelRef
+from ._interaction import cached_place, interaction_message, mapping, snowflake
 from ._outbound import Sender
 
 __all__ = ["ApprovalButtons", "approval_components", "press_to_inbound"]
@@ -53,9 +54,6 @@ BUTTON_STYLES: dict[ApprovalChoice, int] = {"approve": 3, "always": 2, "deny": 4
 ACTION_ROW, BUTTON, STRING_SELECT = 1, 2, 3
 MESSAGE_COMPONENT = 3
 DEFERRED_UPDATE_MESSAGE = 6
-#: announcement, public and private threads
-THREAD_TYPES = frozenset({10, 11, 12})
-DM, GROUP_DM = 1, 3
 _UNKNOWN_CHANNEL, _UNKNOWN_MESSAGE = 10003, 10008
 
 
@@ -90,67 +88,16 @@ def _pressed(data: Mapping[str, Any]) -> str | None:
     return custom_id if isinstance(custom_id, str) else None
 
 
-def _snowflake(value: Any) -> str | None:
-    text = str(value) if isinstance(value, int | str) and not isinstance(value, bool) else ""
-    return text if text.isascii() and text.isdigit() and len(text) <= 20 else None
-
-
-def _mapping(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
 def press_to_inbound(data: Any, cached: ChannelRef | None = None) -> InboundMessage | None:
     """A component interaction as the router's message; None when it is not a press of ours (or unreadable).
     ``cached``: where the channel sits by discord.py's cache, for a payload whose ``channel`` has no type."""
     if not isinstance(data, Mapping) or data.get("type") != MESSAGE_COMPONENT:
         return None
-    command = press_command(_pressed(_mapping(data.get("data"))))
-    interaction_id = _snowflake(data.get("id"))
-    if command is None or interaction_id is None:
+    command = press_command(_pressed(mapping(data.get("data"))))
+    if command is None:
         return None
-    member = _mapping(data.get("member"))
-    user = _mapping(member.get("user")) or _mapping(data.get("user"))
-    user_id = _snowflake(user.get("id"))
-    channel = _mapping(data.get("channel"))
-    channel_id = _snowflake(data.get("channel_id")) or _snowflake(channel.get("id"))
-    if user_id is None or channel_id is None:
-        return None
-    kind = channel.get("type")
-    if kind == GROUP_DM:
-        return None  # the gateway serves no group DMs
-    parent = _snowflake(channel.get("parent_id"))
-    thread_id: str | None = None
-    channel_name = channel.get("name")
-    if kind is None and cached is not None:
-        chat_type, chat_id, thread_id, channel_name = cached.chat_type, cached.chat_id, cached.thread_id, cached.name
-    elif kind in THREAD_TYPES and parent is not None:
-        chat_type, chat_id, thread_id = ChatType.THREAD, parent, channel_id
-    elif kind == DM or data.get("guild_id") is None:
-        chat_type, chat_id = ChatType.DM, channel_id
-    else:
-        chat_type, chat_id = ChatType.CHANNEL, channel_id
-    name = user.get("global_name") or user.get("username")
-    return InboundMessage(
-        platform=PLATFORM,
-        chat_id=chat_id,
-        chat_type=chat_type,
-        user_id=user_id,
-        text=command,
-        message_id=_snowflake(_mapping(data.get("message")).get("id")),
-        thread_id=thread_id,
-        user_name=clean_text(name) if isinstance(name, str) else None,
-        chat_name=clean_text(channel_name) if isinstance(channel_name, str) else None,
-        dedupe_id=f"interaction:{interaction_id}",
-        addressed=True,
-    )
-
-
-def _cached_place(client: discord.Client, data: Mapping[str, Any]) -> ChannelRef | None:
-    """Where the press's channel sits by discord.py's cache, needed only when the payload does not say."""
-    if _mapping(data.get("channel")).get("type") is not None:
-        return None
-    channel_id = _snowflake(data.get("channel_id"))
-    return classify_channel(client.get_channel(int(channel_id))) if channel_id is not None else None
+    return interaction_message(data, cached, text=command,
+                               message_id=snowflake(mapping(data.get("message")).get("id")))
 
 
 class ApprovalButtons:
@@ -198,7 +145,7 @@ class ApprovalButtons:
                                f"{exc.text or 'no detail'})") from None
         except discord.RateLimited as exc:
             raise AdapterError(f"Discord rate limit: could not ask for approval (wait {exc.retry_after:.0f}s)") from None
-        message_id = _snowflake(sent.get("id")) if isinstance(sent, Mapping) else None
+        message_id = snowflake(sent.get("id")) if isinstance(sent, Mapping) else None
         if message_id is None:
             raise AdapterError("Discord answered the approval question without a message id")
         log.info("discord.approval_asked", channel_id=channel_id, message_id=message_id, ref=ref)
@@ -229,7 +176,7 @@ class ApprovalButtons:
         it never waits). Presses are acknowledged, then ours go to the router."""
         if not isinstance(data, Mapping) or data.get("type") != MESSAGE_COMPONENT:
             return  # commands, modals: not ours to answer
-        interaction_id, token = _snowflake(data.get("id")), data.get("token")
+        interaction_id, token = snowflake(data.get("id")), data.get("token")
         if interaction_id is None or not isinstance(token, str) or not token or client is None:
             log.warning("discord.interaction_malformed", id=str(data.get("id"))[:32])
             return
@@ -255,7 +202,7 @@ class ApprovalButtons:
             self.ack_failures += 1
             log.warning("discord.interaction_ack_failed", interaction_id=interaction_id, error=type(exc).__name__)
         try:
-            inbound = press_to_inbound(data, _cached_place(client, data))
+            inbound = press_to_inbound(data, cached_place(client, data))
         except Exception as exc:  # an odd payload must cost nothing but this press
             log.warning("discord.interaction_malformed", interaction_id=interaction_id, error=type(exc).__name__)
             return

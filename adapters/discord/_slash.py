@@ -24,10 +24,10 @@ from discord.http import Route
 
 from .._dispatch import ChatOrderedDispatch
 from .._text import clean_text
-from ..base import AdapterError, ChatType, InboundMessage, MessageHandler
+from ..base import AdapterError, InboundMessage, MessageHandler
 from ..commands import MenuCommand
-from ._approvals import DM, GROUP_DM, THREAD_TYPES, _cached_place, _mapping, _snowflake
 from ._inbound import PLATFORM
+from ._interaction import cached_place, interaction_message, mapping, snowflake
 
 __all__ = ["SlashCommands", "command_options", "invocation_to_inbound"]
 
@@ -57,37 +57,11 @@ def invocation_to_inbound(data: Any, cached: Any = None) -> InboundMessage | Non
     """A slash command's interaction as the router's message; None when unreadable (or a group DM)."""
     if not isinstance(data, Mapping) or data.get("type") != APPLICATION_COMMAND:
         return None
-    text = invocation_text(_mapping(data.get("data")))
-    interaction_id = _snowflake(data.get("id"))
-    member = _mapping(data.get("member"))
-    user = _mapping(member.get("user")) or _mapping(data.get("user"))
-    user_id = _snowflake(user.get("id"))
-    channel = _mapping(data.get("channel"))
-    channel_id = _snowflake(data.get("channel_id")) or _snowflake(channel.get("id"))
-    if text is None or interaction_id is None or user_id is None or channel_id is None:
+    text = invocation_text(mapping(data.get("data")))
+    if text is None:
         return None
-    kind = channel.get("type")
-    if kind == GROUP_DM:
-        return None
-    parent = _snowflake(channel.get("parent_id"))
-    thread_id: str | None = None
-    channel_name = channel.get("name")
-    if kind is None and cached is not None:
-        chat_type, chat_id, thread_id, channel_name = cached.chat_type, cached.chat_id, cached.thread_id, cached.name
-    elif kind in THREAD_TYPES and parent is not None:
-        chat_type, chat_id, thread_id = ChatType.THREAD, parent, channel_id
-    elif kind == DM or data.get("guild_id") is None:
-        chat_type, chat_id = ChatType.DM, channel_id
-    else:
-        chat_type, chat_id = ChatType.CHANNEL, channel_id
-    name = user.get("global_name") or user.get("username")
-    return InboundMessage(
-        platform=PLATFORM, chat_id=chat_id, chat_type=chat_type, user_id=user_id, text=clean_text(text),
-        message_id=None, thread_id=thread_id,  # no message of the person's: the answer replies to none
-        user_name=clean_text(name) if isinstance(name, str) else None,
-        chat_name=clean_text(channel_name) if isinstance(channel_name, str) else None,
-        dedupe_id=f"interaction:{interaction_id}", addressed=True,
-    )
+    # No message of the person's: the answer replies to none.
+    return interaction_message(data, cached, text=clean_text(text), message_id=None)
 
 
 class SlashCommands:
@@ -115,7 +89,7 @@ class SlashCommands:
         """An ``INTERACTION_CREATE`` payload (in discord.py's receive loop: it never waits)."""
         if not isinstance(data, Mapping) or data.get("type") != APPLICATION_COMMAND:
             return
-        interaction_id, token = _snowflake(data.get("id")), data.get("token")
+        interaction_id, token = snowflake(data.get("id")), data.get("token")
         if interaction_id is None or not isinstance(token, str) or not token or client is None:
             log.warning("discord.interaction_malformed", id=str(data.get("id"))[:32])
             return
@@ -127,7 +101,7 @@ class SlashCommands:
     async def _answer_then_dispatch(self, client: discord.Client, interaction_id: str, token: str,
                                     data: Mapping[str, Any]) -> None:
         try:
-            inbound = invocation_to_inbound(data, _cached_place(client, data))
+            inbound = invocation_to_inbound(data, cached_place(client, data))
         except Exception as exc:  # an odd payload must cost nothing but this invocation
             log.warning("discord.interaction_malformed", interaction_id=interaction_id, error=type(exc).__name__)
             inbound = None
