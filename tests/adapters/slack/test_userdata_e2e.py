@@ -4,6 +4,8 @@ alice's deletes her data and nothing of bob's."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sqlite3
 from pathlib import Path
 
@@ -40,3 +42,31 @@ async def test_forget_with_the_button(tmp_path: Path, fake_openai: FakeOpenAI, f
         with sqlite3.connect(str(gw.home / "state.db")) as conn:
             assert fts_hits(conn, ALICE_WORD) == 0 and rows_naming(conn, USER) == []
             assert fts_hits(conn, BOB_WORD) == 2
+
+
+async def test_export_asked_in_a_channel_is_uploaded_to_her_dm(tmp_path: Path, fake_openai: FakeOpenAI,
+                                                              fake_slack: FakeSlack) -> None:
+    fake = fake_slack
+    async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url, mode="socket",
+                                 env={"SLACK_ALLOWED_USERS": f"{USER},{BOB}"},
+                                 config={"agent": {"auto_title": False}}):
+        fake_openai.reply("dm answer")
+        await fake.user_says(f"{ALICE_WORD} in my dm", chat=DM)
+        await wait_said(fake, DM, "dm answer")
+        fake_openai.reply("bob answer")
+        await fake.user_says(f"{BOB_WORD} in the channel", chat=CHANNEL, user=BOB, mention=True)
+        await wait_said(fake, CHANNEL, "bob answer")
+
+        await fake.user_says("/export-my-data", chat=CHANNEL, mention=True)
+        await wait_said(fake, DM, "Your data")
+        for _ in range(200):
+            done = [u for u in fake.uploads.values() if u.completed]
+            if done:
+                break
+            await asyncio.sleep(0.05)
+        [upload] = done
+        assert upload.filename.startswith("my-data-slack-") and upload.data is not None
+        export = json.loads(upload.data)
+        assert export["sender"]["user_id"] == USER
+        text = json.dumps(export)
+        assert ALICE_WORD in text and BOB_WORD not in text and "bob answer" not in text
