@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from ._schema import FTS_LAYOUT_KEY, LAYOUT_EXTERNAL, WATERMARK_KEY, trigram_source
+from ._schema import FTS_LAYOUT_KEY, LAYOUT_EXTERNAL, LAYOUT_INLINE, WATERMARK_KEY, trigram_source
 
 
 def indexed_through(conn: sqlite3.Connection) -> int:
@@ -43,9 +43,11 @@ def set_indexed_through(conn: sqlite3.Connection, message_id: int) -> None:
     )
 
 
-def layout(conn: sqlite3.Connection) -> str:
+def layout(conn: sqlite3.Connection) -> str | None:
+    """``inline`` or ``external``; None for a file our writer never opened (the reference's own,
+    indexed by its insert triggers: nothing waits for an indexer there)."""
     row = conn.execute("SELECT value FROM state_meta WHERE key = ?", (FTS_LAYOUT_KEY,)).fetchone()
-    return str(row[0]) if row is not None and row[0] is not None else "inline"
+    return str(row[0]) if row is not None and row[0] is not None else None
 
 
 def last_message_id(conn: sqlite3.Connection) -> int:
@@ -82,6 +84,6 @@ def index_pending(conn: sqlite3.Connection, limit: int) -> int:
     ).fetchone()
     if top is None or top[0] is None:
         return 0
-    index_rows(conn, w + 1, int(top[0]), layout(conn))
+    index_rows(conn, w + 1, int(top[0]), layout(conn) or LAYOUT_INLINE)
     set_indexed_through(conn, int(top[0]))
     return int(top[1])

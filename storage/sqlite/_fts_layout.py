@@ -26,6 +26,9 @@ from dataclasses import dataclass
 from ._fts_index import index_rows, indexed_through, last_message_id, layout, set_indexed_through
 from ._schema import (
     FTS_LAYOUT_KEY,
+    INLINE_FTS_DDL,
+    REFERENCE_FTS_TRIGGERS_DDL,
+    WATERMARK_KEY,
     LAYOUT_EXTERNAL,
     LAYOUT_INLINE,
     LEGACY_FTS_TRIGGERS,
@@ -73,6 +76,26 @@ def _install_triggers(conn: sqlite3.Connection, name: str) -> None:
         conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
     for ddl in fts_triggers_ddl(name):
         conn.execute(ddl)
+
+
+def install_reference_layout(conn: sqlite3.Connection) -> None:
+    """Turn this file's FTS into the reference's v11 layout, indexed on insert (benchmarks, tests).
+
+    What the reference, or this gateway before deferred indexing, leaves; the
+    next open converts it online. Every message already in the file is indexed."""
+    for trigger in LEGACY_FTS_TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    _drop_next(conn)
+    for table in _LIVE_TABLES:
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    for ddl in INLINE_FTS_DDL:
+        conn.execute(ddl)
+    for table in _LIVE_TABLES:
+        conn.execute(f"INSERT INTO {table}(rowid, content, tool_name, tool_calls) "
+                     "SELECT id, content, tool_name, tool_calls FROM messages")
+    for ddl in REFERENCE_FTS_TRIGGERS_DDL:
+        conn.execute(ddl)
+    conn.execute("DELETE FROM state_meta WHERE key IN (?, ?)", (FTS_LAYOUT_KEY, WATERMARK_KEY))
 
 
 def create_fresh(conn: sqlite3.Connection) -> None:
@@ -144,7 +167,7 @@ def _drop_next(conn: sqlite3.Connection) -> None:
 
 
 def progress(conn: sqlite3.Connection) -> ConversionProgress:
-    name = layout(conn)
+    name = layout(conn) or LAYOUT_INLINE
     total = indexed_through(conn)
     done = total if name == LAYOUT_EXTERNAL else _meta_int(conn, CONVERT_KEY)
     return ConversionProgress(name, done, total)

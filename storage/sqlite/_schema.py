@@ -191,6 +191,36 @@ def fts_triggers_ddl(layout: str, suffix: str = "", key: str = WATERMARK_KEY) ->
 
 FTS_TRIGGERS_DDL = fts_triggers_ddl(LAYOUT_EXTERNAL)
 
+# The reference's v11 triggers (inline tables, indexed on insert): what a file
+# written by the reference, or by this gateway before deferred indexing, has.
+REFERENCE_FTS_TRIGGERS_DDL = (
+    """
+CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
+    INSERT INTO messages_fts(rowid, content, tool_name, tool_calls)
+        VALUES (new.id, new.content, new.tool_name, new.tool_calls);
+    INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_calls)
+        VALUES (new.id, new.content, new.tool_name, new.tool_calls);
+END
+""",
+    """
+CREATE TRIGGER IF NOT EXISTS messages_fts_delete AFTER DELETE ON messages BEGIN
+    DELETE FROM messages_fts WHERE rowid = old.id;
+    DELETE FROM messages_fts_trigram WHERE rowid = old.id;
+END
+""",
+    """
+CREATE TRIGGER IF NOT EXISTS messages_fts_update
+AFTER UPDATE OF content, tool_name, tool_calls ON messages BEGIN
+    DELETE FROM messages_fts WHERE rowid = old.id;
+    DELETE FROM messages_fts_trigram WHERE rowid = old.id;
+    INSERT INTO messages_fts(rowid, content, tool_name, tool_calls)
+        VALUES (new.id, new.content, new.tool_name, new.tool_calls);
+    INSERT INTO messages_fts_trigram(rowid, content, tool_name, tool_calls)
+        VALUES (new.id, new.content, new.tool_name, new.tool_calls);
+END
+""",
+)
+
 # Every trigger name any version of the reference ever created on messages; the
 # v11 upgrade drops them all before recreating ours.
 LEGACY_FTS_TRIGGERS = (

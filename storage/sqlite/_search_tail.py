@@ -63,9 +63,12 @@ def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
 
 def source(conn: sqlite3.Connection, table: str) -> Source:
     """The plan's table and, when messages wait for the indexer, a temp table holding them."""
+    name = layout(conn)
+    if name is None:  # indexed by insert triggers: no tail
+        return Source(table, None, 0)
     watermark = indexed_through(conn)
     trigram = table == TRIGRAM_TABLE
-    where = trigram_source("", external=True)[1] if trigram and layout(conn) == LAYOUT_EXTERNAL else "1"
+    where = trigram_source("", external=True)[1] if trigram and name == LAYOUT_EXTERNAL else "1"
     rows: list[Any] = conn.execute(
         f"SELECT id, content, tool_name, tool_calls FROM messages WHERE id > ? AND {where} ORDER BY id DESC LIMIT ?",
         (watermark, TAIL_MAX),
