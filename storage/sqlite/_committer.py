@@ -389,6 +389,7 @@ class Committer:
         """Index everything waiting and finish any layout move (tests, tools, the bench).
 
         False when a step failed (it was logged)."""
+        self._note_writes(self._require_conn())  # rows another process wrote count too
         while self.index_due():
             if self.index_step(max(self.settings.index_batch, 1024)) < 0:
                 return False

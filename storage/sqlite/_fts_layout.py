@@ -27,11 +27,11 @@ from ._fts_index import index_rows, indexed_through, last_message_id, layout, se
 from ._schema import (
     FTS_LAYOUT_KEY,
     INLINE_FTS_DDL,
-    REFERENCE_FTS_TRIGGERS_DDL,
-    WATERMARK_KEY,
     LAYOUT_EXTERNAL,
     LAYOUT_INLINE,
     LEGACY_FTS_TRIGGERS,
+    REFERENCE_FTS_TRIGGERS_DDL,
+    WATERMARK_KEY,
     external_fts_ddl,
     fts_triggers_ddl,
 )
