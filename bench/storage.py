@@ -45,6 +45,7 @@ from storage import (
     fts_layout,
     open_readonly_connection,
     ops,
+    sanitize_fts5_query,
 )
 from storage import search as store_search
 
@@ -558,13 +559,16 @@ def query_set(conn: sqlite3.Connection, content_words: set[str], total: int) -> 
     """The discovery queries: four words by frequency, two of them ANDed, a prefix, a part of a word, CJK."""
     queries = pick_queries(conn, content_words, total)
     (w10, _), (w1, _), (w01, _) = queries[0], queries[1], queries[2]
-    extra = [f"{w10} {w1}", f"{w1[:4]}*", w01[1:5], CJK_TERM]
+    # Matching messages in the index the query runs on: the word index, or the trigram one for a
+    # part of a word and for CJK.
+    extra = [(f"{w10} {w1}", "messages_fts"), (f"{w1[:4]}*", "messages_fts"), (w01[1:5], "messages_fts_trigram"),
+             (CJK_TERM, "messages_fts_trigram")]
 
-    def count(q: str) -> int:
-        # Matching messages, the way search runs the query (the word index, or the trigram one).
-        return len(store_search.search_messages(conn, q, limit=1_000_000, role_filter=None))
+    def count(q: str, table: str) -> int:
+        sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
+        return int(conn.execute(sql, (sanitize_fts5_query(q),)).fetchone()[0])
 
-    return queries + [(q, count(q)) for q in extra]
+    return queries + [(q, count(q, table)) for q, table in extra]
 
 
 CJK_TERM = "全文検索"
