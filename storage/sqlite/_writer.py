@@ -257,6 +257,8 @@ class Writer:
         committer = self._committer
         if committer.index_due():
             committer.index_step(self.settings.index_batch)
+            # A long catch-up or conversion is many transactions in a row: keep the WAL bounded.
+            committer.periodic_checkpoint()
         elif committer.dirty:
             committer.idle_checkpoint()
         else:

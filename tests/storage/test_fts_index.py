@@ -279,3 +279,32 @@ async def test_the_conversion_resumes_after_kill_9(db_path: Path, tmp_path: Path
     with connect(db_path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert len(indexed(conn, "messages_fts")) == n
+
+
+async def test_a_reference_writer_that_replaced_our_triggers_is_undone_at_the_next_open(db_path: Path) -> None:
+    async with StateStore(db_path, writer_settings=HOLD) as store:
+        ids = await fill(store, 10)
+        assert await store.catch_up_index()
+    # A tool that drops and recreates the reference's own triggers, then writes (indexed twice: by its
+    # trigger now, and by nobody else's rule we could tell apart).
+    other = sqlite3.connect(db_path, isolation_level=None)
+    try:
+        for name in ("messages_fts_insert", "messages_fts_delete", "messages_fts_update"):
+            other.execute(f"DROP TRIGGER {name}")
+        for ddl in REFERENCE_FTS_TRIGGERS_DDL:
+            other.execute(ddl)
+        added = other.execute("INSERT INTO messages (session_id, role, content, timestamp) "
+                              "VALUES ('s0', 'user', 'okapi arrives', 3000.0)").lastrowid
+    finally:
+        other.close()
+    async with StateStore(db_path, writer_settings=HOLD) as store:
+        report = store.writer.migration
+        assert report is not None and report.fts_triggers_replaced
+        assert {r["id"] for r in await store.search_messages("okapi")} == {added}  # the tail, while re-indexing
+        assert await store.catch_up_index()
+        assert {r["id"] for r in await store.search_messages("okapi")} == {added}
+    with connect(db_path) as conn:
+        assert indexed(conn, "messages_fts") == {*ids, added}
+        assert reference_search(conn, "messages_fts", "okapi") == {added}
+        triggers = {r[0]: r[1] for r in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")}
+        assert "WHEN 0" in triggers["messages_fts_insert"]
