@@ -393,4 +393,5 @@ class Committer:
         while self.index_due():
             if self.index_step(max(self.settings.index_batch, 1024)) < 0:
                 return False
+            self.periodic_checkpoint()
         return True

@@ -228,9 +228,11 @@ class Writer:
                 outcomes = exc
             loop.call_soon_threadsafe(answer, outcomes)
             # The callers are answered; under steady load the indexer takes a
-            # small slice here once the oldest unindexed row has waited too long.
+            # slice here once the oldest unindexed row has waited too long: at
+            # least twice the batch, so the lag stops growing (ingest then runs
+            # at the indexed rate, not above it).
             if self._committer.lag_exceeded():
-                self._committer.index_step(self.settings.index_slice)
+                self._committer.index_step(max(self.settings.index_slice, 2 * len(jobs)))
 
         self._executor.submit(work)
         await done
