@@ -228,11 +228,12 @@ class Writer:
                 outcomes = exc
             loop.call_soon_threadsafe(answer, outcomes)
             # The callers are answered; under steady load the indexer takes a
-            # slice here once the oldest unindexed row has waited too long: at
-            # least twice the batch, so the lag stops growing (ingest then runs
-            # at the indexed rate, not above it).
+            # small slice here once the oldest unindexed row has waited too long.
+            # Small, because the next batch's callers wait for it: at 16 busy
+            # producers a slice of twice the batch tripled their p99 (bench/README.md).
+            # Above index_slice rows per batch the lag grows, and idle time catches up.
             if self._committer.lag_exceeded():
-                self._committer.index_step(max(self.settings.index_slice, 2 * len(jobs)))
+                self._committer.index_step(self.settings.index_slice)
 
         self._executor.submit(work)
         await done

@@ -26,7 +26,7 @@ class WriterSettings:
     index_idle_after: float = 0.02
     #: rows per indexing transaction when idle, and per slice between batches under load
     index_batch: int = 128
-    index_slice: int = 32
+    index_slice: int = 8
 
 
 @dataclass
