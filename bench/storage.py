@@ -38,7 +38,15 @@ from typing import Any
 
 import structlog
 
-from storage import StateStore, WriterSettings, open_readonly_connection, ops, sanitize_fts5_query
+from storage import (
+    StateStore,
+    WriterSettings,
+    fts_index,
+    fts_layout,
+    open_readonly_connection,
+    ops,
+    sanitize_fts5_query,
+)
 from storage import search as store_search
 
 SCALE = float(os.environ.get("BENCH_SCALE", "1"))
@@ -52,6 +60,8 @@ REF_TX_ROWS = 16  # reference row: sync, 16 rows per transaction
 
 SEARCH_MESSAGES = max(2000, round(100_000 * SCALE))
 SEARCH_SESSIONS = max(40, round(2000 * SCALE))
+#: measured on main at 7ff2b1d (inline FTS, every append indexed on insert): 733 MB / 100 000 messages
+TODAY_BYTES_PER_MESSAGE = 7686
 SEARCH_REPEATS = 25  # timed calls per discovery query
 SCROLL_CALLS = 2000
 WAL_SAMPLE_EVERY = 0.002  # seconds
@@ -155,6 +165,14 @@ class TextGen:
         return text if len(text) <= chars else text[: text.rfind(" ", 0, chars) or chars]
 
 
+# Some conversations are partly in Chinese or Japanese, so the CJK discovery query has hits.
+_CJK = (
+    "机器学习模型 数据库索引 服务器部署 北海道の雪まつり 東京の天気予報 会議の議事録 "
+    "全文検索エンジン 日本語の文法 中文分词算法 云计算平台 网络安全策略 旅行の計画"
+).split()
+CJK_SHARE = 0.02  # of user and assistant messages in the search corpus
+
+
 _TOOLS = ("web_search", "read_file", "terminal", "search_files", "browser_navigate", "execute_code")
 
 
@@ -186,8 +204,15 @@ def _tool_output(gen: TextGen, tool: str, chars: int) -> str:
     return json.dumps(body, ensure_ascii=False)
 
 
-def conversation(gen: TextGen, session_id: str, n: int, start: float | None) -> list[Msg]:
-    """``n`` messages in turns of: user, assistant with tool_calls, tool, assistant."""
+def _with_cjk(gen: TextGen, text: str, share: float) -> str:
+    if share and gen.rng.random() < share:
+        return f"{text} {gen.rng.choice(_CJK)}{gen.rng.choice(_CJK)}。"
+    return text
+
+
+def conversation(gen: TextGen, session_id: str, n: int, start: float | None, cjk: float = 0.0) -> list[Msg]:
+    """``n`` messages in turns of: user, assistant with tool_calls, tool, assistant;
+    ``cjk``: the share of user and assistant messages that end in a CJK phrase."""
     rng = gen.rng
     out: list[Msg] = []
     t = start
@@ -197,10 +222,10 @@ def conversation(gen: TextGen, session_id: str, n: int, start: float | None) -> 
         call += 1
         call_id = f"call_{session_id[-8:]}_{call:04d}"
         turn: list[dict[str, Any]] = [
-            {"role": "user", "content": gen.text(rng.randint(120, 280))},
+            {"role": "user", "content": _with_cjk(gen, gen.text(rng.randint(120, 280)), cjk)},
             {
                 "role": "assistant",
-                "content": gen.text(rng.randint(500, 1100)),
+                "content": _with_cjk(gen, gen.text(rng.randint(500, 1100)), cjk),
                 "tool_calls": [
                     {
                         "id": call_id,
@@ -216,7 +241,8 @@ def conversation(gen: TextGen, session_id: str, n: int, start: float | None) -> 
                 "tool_call_id": call_id,
                 "tool_name": tool,
             },
-            {"role": "assistant", "content": gen.text(rng.randint(500, 1100)), "finish_reason": "stop"},
+            {"role": "assistant", "content": _with_cjk(gen, gen.text(rng.randint(500, 1100)), cjk),
+             "finish_reason": "stop"},
         ]
         for cols in turn[: n - len(out)]:
             if t is not None:
@@ -325,7 +351,9 @@ def _quiet_logs() -> dict[str, Any]:
     return old
 
 
-async def _prepare_async(db: Path, sessions: Sequence[str], parents: dict[str, str] | None) -> None:
+async def _prepare_async(
+    db: Path, sessions: Sequence[str], parents: dict[str, str] | None, reference_layout: bool
+) -> None:
     async with StateStore(db) as store:
 
         def create_all(conn: sqlite3.Connection) -> None:
@@ -341,12 +369,19 @@ async def _prepare_async(db: Path, sessions: Sequence[str], parents: dict[str, s
                 )
 
         await store.write(create_all)
+        if reference_layout:
+            await store.write(fts_layout.install_reference_layout)
 
 
-def prepare_db(db: Path, sessions: Sequence[str], parents: dict[str, str] | None = None) -> None:
-    """Our schema (a StateStore opened and closed) with the sessions in it, WAL truncated."""
+def prepare_db(
+    db: Path, sessions: Sequence[str], parents: dict[str, str] | None = None, *, reference_layout: bool = False
+) -> None:
+    """Our schema (a StateStore opened and closed) with the sessions in it, WAL truncated.
+
+    ``reference_layout``: the FTS tables and triggers of the reference's v11 (inline
+    tables indexed by insert triggers): how every append was indexed before, the sync modes' way."""
     db.parent.mkdir(parents=True, exist_ok=True)
-    asyncio.run(_prepare_async(db, sessions, parents))
+    asyncio.run(_prepare_async(db, sessions, parents, reference_layout))
 
 
 def open_sync(db: Path) -> sqlite3.Connection:
@@ -440,12 +475,19 @@ async def _writer_mode(db: Path, per_producer: list[list[Msg]]) -> Result:
             elapsed, cpu = perf() - t0, time.process_time() - c0
             running = False
             await tick
+            # Not in the timed span: the indexer's work still waiting when the last caller heard back.
+            t1 = perf()
+            waiting = store.writer.stats.index_pending
+            await store.catch_up_index()
+            catch_up = perf() - t1
         stats = store.writer.stats
         notes = {
             "commits": stats.commits,
             "avg_batch": stats.committed_ops / max(1, stats.commits),
             "max_batch": stats.max_batch,
             "checkpoints": dict(stats.checkpoints),
+            "index_waiting": waiting,
+            "index_catch_up_s": catch_up,
         }
     n = sum(len(m) for m in per_producer)
     return Result(f"writer@{len(per_producer)}", n, elapsed, lat, wal.max_bytes, lags, notes, cpu)
@@ -461,17 +503,21 @@ def run_writer(db: Path, convs: list[list[Msg]], producers: int) -> Result:
 # ------------------------------------------------------------------- search
 
 
-def build_search_db(db: Path, gen: TextGen) -> tuple[int, float]:
-    """SEARCH_MESSAGES across SEARCH_SESSIONS through our schema (triggers fill both FTS tables)."""
-    sids = session_ids("s", SEARCH_SESSIONS)
+def build_search_db(
+    db: Path, gen: TextGen, messages: int = SEARCH_MESSAGES, sessions: int = SEARCH_SESSIONS,
+    reference_layout: bool = False,
+) -> tuple[int, float]:
+    """``messages`` across ``sessions`` through our schema, every message indexed at the end
+    (``reference_layout``: the reference's inline tables, filled by its insert triggers)."""
+    sids = session_ids("s", sessions)
     rng = gen.rng
     # About one session in ten continues an earlier one (compression splits).
     parents = {sid: sids[i - 1] for i, sid in enumerate(sids) if i and rng.random() < 0.1}
-    prepare_db(db, sids, parents)
-    per = SEARCH_MESSAGES // SEARCH_SESSIONS
-    extra = SEARCH_MESSAGES - per * SEARCH_SESSIONS
+    prepare_db(db, sids, parents, reference_layout=reference_layout)
+    per = messages // sessions
+    extra = messages - per * sessions
     convs = [
-        conversation(gen, sid, per + (1 if i < extra else 0), 1_717_243_200.0 + i * 3600.0)
+        conversation(gen, sid, per + (1 if i < extra else 0), 1_717_243_200.0 + i * 3600.0, cjk=CJK_SHARE)
         for i, sid in enumerate(sids)
     ]
     stream = interleave(convs)
@@ -484,6 +530,9 @@ def build_search_db(db: Path, gen: TextGen) -> tuple[int, float]:
             conn.execute("BEGIN IMMEDIATE")
             for msg in stream[start : start + RAW_TX_ROWS]:
                 append(conn, msg)
+            # The indexer's work, as the writer does it (same function, same batch size as this load).
+            if not reference_layout:
+                fts_index.index_pending(conn, RAW_TX_ROWS)
             conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
@@ -506,6 +555,26 @@ def pick_queries(conn: sqlite3.Connection, content_words: set[str], total: int) 
     return picked
 
 
+def query_set(conn: sqlite3.Connection, content_words: set[str], total: int) -> list[tuple[str, int]]:
+    """The discovery queries: four words by frequency, two of them ANDed, a prefix, a part of a word, CJK."""
+    queries = pick_queries(conn, content_words, total)
+    (w10, _), (w1, _), (w01, _) = queries[0], queries[1], queries[2]
+    # Matching messages in the index the query runs on: the word index, or the trigram one for a
+    # part of a word and for CJK.
+    extra = [(f"{w10} {w1}", "messages_fts"), (f"{w1[:4]}*", "messages_fts"), (w01[1:5], "messages_fts_trigram"),
+             (CJK_TERM, "messages_fts_trigram")]
+
+    def count(q: str, table: str) -> int:
+        sql = f"SELECT count(*) FROM {table} WHERE {table} MATCH ?"
+        return int(conn.execute(sql, (sanitize_fts5_query(q),)).fetchone()[0])
+
+    return queries + [(q, count(q, table)) for q, table in extra]
+
+
+CJK_TERM = "全文検索"
+SUBSTRING_QUERY = 6  # its place in query_set()
+
+
 def _timed(fn: Callable[[], Any], repeats: int) -> list[float]:
     fn()  # warm the statement cache and the page cache
     out = []
@@ -525,19 +594,16 @@ class SearchResult:
     per_query: list[tuple[str, int, float, int]]  # query, matching messages, p50 s, sessions returned
     discovery: list[float]
     scroll: list[float]
+    bytes_per_message: float
 
 
 def run_search(db: Path, gen: TextGen) -> SearchResult:
     total, build_s = build_search_db(db, gen)
     db_mb = db.stat().st_size / 1024 / 1024
+    bytes_per_message = db.stat().st_size / total
     conn = open_readonly_connection(db)
     try:
-        queries = pick_queries(conn, gen.content_words, total)
-        two = f"{queries[0][0]} {queries[1][0]}"  # implicit AND of a common and a less common word
-        two_df = conn.execute(
-            "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", (sanitize_fts5_query(two),)
-        ).fetchone()[0]
-        queries.append((two, int(two_df)))
+        queries = query_set(conn, gen.content_words, total)
         per_query = []
         discovery: list[float] = []
         for q, d in queries:
@@ -556,7 +622,76 @@ def run_search(db: Path, gen: TextGen) -> SearchResult:
             scroll.append(time.perf_counter() - t)
     finally:
         conn.close()
-    return SearchResult(total, SEARCH_SESSIONS, build_s, db_mb, per_query, discovery, scroll)
+    return SearchResult(total, SEARCH_SESSIONS, build_s, db_mb, per_query, discovery, scroll, bytes_per_message)
+
+
+# ------------------------------------------------------------ layout compare
+
+LAYOUT_MESSAGES = max(2000, round(20_000 * SCALE))
+LAYOUT_SESSIONS = max(40, round(400 * SCALE))
+
+
+@dataclass
+class LayoutResult:
+    messages: int
+    inline_bytes: int
+    external_bytes: int
+    convert_seconds: float
+    same: list[tuple[str, bool]]  # query, same top-20 sessions and messages
+    discovery_inline_ms: float  # discovery p50 over the query set, the reference's layout
+    discovery_external_ms: float  # the same after the conversion
+
+
+def _top20(conn: sqlite3.Connection, queries: list[str]) -> dict[str, tuple[list[str], list[int]]]:
+    out = {}
+    for q in queries:
+        sessions = [str(r["session_id"]) for r in store_search.search_sessions(conn, q, limit=20)]
+        msgs = [int(r["id"]) for r in store_search.search_messages(conn, q, limit=20, role_filter=["user", "assistant"])]
+        out[q] = (sessions, msgs)
+    return out
+
+
+async def _convert(db: Path) -> float:
+    async with StateStore(db) as store:
+        t0 = time.perf_counter()
+        assert await store.catch_up_index()
+        took = time.perf_counter() - t0
+        await store.vacuum()  # the dropped inline tables' pages go back to the disk
+    return took
+
+
+def run_layout_compare(db: Path, gen: TextGen) -> LayoutResult:
+    """The same corpus in the reference's inline layout, then converted online to ours: top-20s and bytes."""
+    total, _ = build_search_db(db, gen, LAYOUT_MESSAGES, LAYOUT_SESSIONS, reference_layout=True)
+    inline_bytes = db.stat().st_size
+    conn = open_readonly_connection(db)
+    try:
+        queries = [q for q, _ in query_set(conn, gen.content_words, total)]
+        before = _top20(conn, queries)
+        inline_ms = _discovery_p50(conn, queries)
+    finally:
+        conn.close()
+    convert_s = _convert_sync(db)
+    conn = open_readonly_connection(db)
+    try:
+        after = _top20(conn, queries)
+        external_ms = _discovery_p50(conn, queries)
+    finally:
+        conn.close()
+    return LayoutResult(total, inline_bytes, db.stat().st_size, convert_s,
+                        [(q, before[q] == after[q]) for q in queries], inline_ms, external_ms)
+
+
+def _discovery_p50(conn: sqlite3.Connection, queries: list[str]) -> float:
+    """Discovery timed side by side in both layouts: one run, one load."""
+    times: list[float] = []
+    for q in queries:
+        times += _timed(partial(store_search.search_sessions, conn, q), 9)
+    return statistics.median(times) * 1000
+
+
+def _convert_sync(db: Path) -> float:
+    return asyncio.run(_convert(db))
 
 
 # ------------------------------------------------------------------ report
@@ -577,7 +712,9 @@ def write_table(results: list[Result]) -> None:
             cps = r.notes["checkpoints"]
             notes = (
                 f"commits={r.notes['commits']} avg_batch={r.notes['avg_batch']:.1f} max_batch={r.notes['max_batch']} "
-                f"checkpoints={cps.get('PASSIVE', 0)} passive/{cps.get('TRUNCATE', 0)} truncate"
+                f"checkpoints={cps.get('PASSIVE', 0)} passive/{cps.get('TRUNCATE', 0)} truncate; "
+                f"{r.notes['index_waiting']} unindexed at the last ack, indexed {r.notes['index_catch_up_s']:.1f} s later "
+                f"({r.messages / (r.seconds + r.notes['index_catch_up_s']):.0f} msg/s with it)"
             )
         elif "synchronous_default" in r.notes:
             notes = f"PRAGMA synchronous default here = {r.notes['synchronous_default']} (2 = FULL)"
@@ -628,21 +765,29 @@ def _main() -> int:
     try:
         for name, fn in modes:
             db = tmp / name / "state.db"
-            prepare_db(db, sids)
+            prepare_db(db, sids, reference_layout=not name.startswith("writer"))
             result = fn(db)
             results.append(result)
             print(f"  {result.mode}: {result.seconds:.1f} s", flush=True)
             shutil.rmtree(db.parent, ignore_errors=True)
         print(f"  load average after the write modes: {os.getloadavg()[0]:.2f}")
         search = run_search(tmp / "search" / "state.db", TextGen(random.Random(SEED + 1)))
+        layouts = run_layout_compare(tmp / "layout" / "state.db", TextGen(random.Random(SEED + 2)))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
     by = {r.mode: r for r in results}
     base, raw, ref = by["baseline"], by[f"raw-{RAW_TX_ROWS}"], by[f"raw-{REF_TX_ROWS}"]
     w16, w256 = by["writer@16"], by["writer@256"]
+    w1 = by["writer@1"]
+    r1 = w1.rate / base.rate
     r16 = w16.rate / base.rate
     r256 = w256.rate / raw.rate
+    bytes_ratio = layouts.external_bytes / layouts.inline_bytes
+    # The issue's discovery set: words by frequency, AND, prefix, CJK. The part-of-a-word query
+    # (index 6) ranks on a trigram index without tool results: its order may shift (README).
+    judged = [s for i, s in enumerate(layouts.same) if i != SUBSTRING_QUERY]
+    same = sum(ok for _, ok in judged)
     writers = [r for r in results if r.loop_lags is not None]
     worst_lag = max(writers, key=lambda r: r.lag_p99_ms or 0.0)
     worst_wal = max(writers, key=lambda r: r.wal_max_bytes)
@@ -653,6 +798,10 @@ def _main() -> int:
     print()
     print("writes (latency = submit to ack per message; lag = 1 ms ticker oversleep; WAL sampled every 2 ms)")
     write_table(results)
+    print(
+        "  sync modes (baseline, raw-*): the reference's layout, each row indexed by its insert trigger, "
+        "as before; writer modes: indexed after the commit"
+    )
     print(
         f"  ceiling for ratio_vs_baseline_16 on this machine: raw-{REF_TX_ROWS} / baseline = "
         f"{ref.rate / base.rate:.2f}; writer@16 reaches {w16.rate / ref.rate:.2f} of raw-{REF_TX_ROWS}"
@@ -669,13 +818,37 @@ def _main() -> int:
         f"  discovery p99 {pct(search.discovery, 0.99) * 1000:.2f} ms; "
         f"scroll p99 {pct(search.scroll, 0.99) * 1000:.3f} ms"
     )
+    print(
+        f"  bytes per message: {search.bytes_per_message:.0f} here; before this layout (main at 7ff2b1d, the same "
+        f"build, no CJK share) {TODAY_BYTES_PER_MESSAGE}"
+    )
     print()
+    print(
+        f"layouts: {layouts.messages} messages in the reference's inline layout ({layouts.inline_bytes / 1e6:.1f} MB), "
+        f"converted online to ours in {layouts.convert_seconds:.1f} s "
+        f"({layouts.messages / max(layouts.convert_seconds, 1e-9):.0f} msg/s), then VACUUM: "
+        f"{layouts.external_bytes / 1e6:.1f} MB = {bytes_ratio:.2f}x"
+    )
+    for i, (q, ok) in enumerate(layouts.same):
+        note = "  (a part of a word: ranked without tool results, not judged)" if i == SUBSTRING_QUERY else ""
+        print(f"  top-20 sessions and messages {q!r:<24} {'same' if ok else 'DIFFERENT'}{note}")
+    print(f"  discovery p50 over the query set: {layouts.discovery_inline_ms:.2f} ms in the reference's layout, "
+          f"{layouts.discovery_external_ms:.2f} ms in ours")
+    print()
+    print(f"storage.ratio_vs_baseline_1={r1:.2f}")
+    print(f"storage.commit_p99_16_ms={w16.p99_ms:.2f}")
+    print(f"storage.bytes_per_message={search.bytes_per_message:.0f}")
+    print(f"storage.bytes_ratio_vs_inline={bytes_ratio:.2f}")
+    print(f"storage.same_top20={same}/{len(judged)}")
+    print(f"storage.discovery_ratio_vs_inline={layouts.discovery_external_ms / layouts.discovery_inline_ms:.2f}")
     print(f"storage.ratio_vs_baseline_16={r16:.2f}")
     print(f"storage.ratio_vs_raw_256={r256:.2f}")
     print(f"storage.search_discovery_p50_ms={disc_p50:.2f}")
     print(f"storage.search_scroll_p50_ms={scroll_p50:.3f}")
     print()
     targets = [
+        ("commit_p99_16_ms <= 10", f"{w16.p99_ms:.2f} ms", w16.p99_ms <= 10.0),
+        ("ratio_vs_baseline_1 >= 1.0", f"{r1:.2f}", r1 >= 1.0),
         ("ratio_vs_baseline_16 >= 1.8", f"{r16:.2f}", r16 >= 1.8),
         (
             "p99 commit latency @16 <= baseline p99 / 5",
@@ -699,6 +872,14 @@ def _main() -> int:
             disc_p50 <= 20.0,
         ),
         ("search scroll p50 <= 2 ms", f"{scroll_p50:.3f} ms", scroll_p50 <= 2.0),
+        (
+            "bytes per message <= 0.5x the inline layout (same corpus, this run)",
+            f"{bytes_ratio:.2f}x; {search.bytes_per_message:.0f} B vs {TODAY_BYTES_PER_MESSAGE} B before "
+            f"= {search.bytes_per_message / TODAY_BYTES_PER_MESSAGE:.2f}x",
+            bytes_ratio <= 0.5,
+        ),
+        ("same top-20 for every discovery query after conversion", f"{same}/{len(judged)}",
+         same == len(judged)),
     ]
     print("targets:")
     for name, measured, ok in targets:

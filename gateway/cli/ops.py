@@ -102,6 +102,12 @@ def _print_status(data: dict[str, Any]) -> None:
     turns = data.get("turns")
     if isinstance(turns, dict):
         typer.echo(f"Turns: {turns.get('running', 0)} running, {turns.get('waiting', 0)} waiting")
+    storage = data.get("storage")
+    conversion = storage.get("fts_conversion") if isinstance(storage, dict) else None
+    if isinstance(conversion, dict):
+        done, total = int(conversion.get("done", 0)), int(conversion.get("total", 0))
+        typer.echo(f"Search index: moving to the compact layout, {done}/{total} messages "
+                   f"({100 * done / max(1, total):.0f}%)")
     approvals = data.get("approvals_waiting")
     if isinstance(approvals, int) and approvals:
         typer.echo(f"Approvals: {approvals} waiting for an answer")

@@ -57,6 +57,11 @@ async def _status(ctx: CommandContext) -> str:
         f"Gateway: up {_ago(time.time() - s.started_at)}, {s.lanes.running} turn(s) running, "
         f"storage queue {s.store.writer.stats.queue_depth}"
     )
+    conversion = s.store.writer.stats.fts_conversion
+    if conversion is not None:
+        done, total = conversion
+        lines.append(f"Search index: moving to the compact layout, {done}/{total} messages "
+                     f"({100 * done / max(1, total):.0f}%); search stays complete meanwhile")
     return "\n".join(lines)
 
 

@@ -119,6 +119,8 @@ class StorageConfig(_Section):
     queue_limit: int = Field(default=10_000, ge=1)
     busy_retry_budget: float = Field(default=15.0, gt=0)
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    #: seconds a committed message may wait for the search indexer while writes keep coming
+    index_lag_max: float = Field(default=1.0, gt=0)
 
 
 UnknownDm = Literal["pair", "ignore"]

@@ -30,6 +30,7 @@ def writer_settings(config: LoadedConfig) -> WriterSettings:
         checkpoint_every_seconds=s.checkpoint_every_seconds,
         busy_retry_budget=s.busy_retry_budget,
         synchronous=s.synchronous,
+        index_lag_max=s.index_lag_max,
     )
 
 

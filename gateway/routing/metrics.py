@@ -84,6 +84,15 @@ class _Live:
                                   "SQLITE_BUSY retries (another process held the lock).", value=st.busy_retries)
         yield CounterMetricFamily("hermes_writer_busy_failures",
                                   "Writes that failed after the SQLITE_BUSY retry budget.", value=st.busy_failures)
+        yield CounterMetricFamily("hermes_fts_indexed_messages",
+                                  "Messages indexed for search after their commit.", value=st.indexed_rows)
+        yield GaugeMetricFamily("hermes_fts_unindexed_messages",
+                                "Committed messages the search indexer has not reached yet.",
+                                value=st.index_pending)
+        conversion = st.fts_conversion
+        yield GaugeMetricFamily("hermes_fts_conversion_ratio",
+                                "The move to the compact search layout: messages done / all (1 when settled).",
+                                value=1.0 if conversion is None else conversion[0] / max(1, conversion[1]))
         checkpoints = CounterMetricFamily("hermes_writer_checkpoints", "WAL checkpoints run, by mode.",
                                           labels=["mode"])
         for mode, n in sorted(st.checkpoints.items()):

@@ -103,7 +103,10 @@ def status_snapshot(src: SnapshotSource, *, running: bool = True, started_at: fl
         w = services.store.writer.stats
         body["turns"] = {"running": services.lanes.running, "waiting": services.lanes.total_waiting}
         body["approvals_waiting"] = services.approvals.count
-        body["storage"] = {"queue_depth": w.queue_depth, "commits": w.commits, "busy_retries": w.busy_retries}
+        body["storage"] = {"queue_depth": w.queue_depth, "commits": w.commits, "busy_retries": w.busy_retries,
+                           "unindexed": w.index_pending,
+                           "fts_conversion": None if w.fts_conversion is None
+                           else {"done": w.fts_conversion[0], "total": w.fts_conversion[1]}}
         body["model"] = services.model_name
         body["owners"] = {p: services.owners.of(p) for p in sorted(services.adapters) if p in PAIRING_PLATFORMS}
         jobs = jobs_of(services)

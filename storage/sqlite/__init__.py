@@ -5,6 +5,10 @@ By job:
 
 - ``_connection``, ``_lock``: opening the file (WAL, pragmas); the sidecar
   lock that makes one process its only writer.
+- ``_fts_index`` (``fts_index``): the indexer that fills the FTS tables after
+  the commit, and where FTS rows are deleted (read its docstring before
+  deleting messages); ``_fts_layout`` (``fts_layout``): the FTS layout and its
+  online conversion; ``_search_tail``: search over the rows not indexed yet.
 - ``_schema``, ``_migrate``, ``_rekey``: the DDL and the upgrade of any older
   database (``_rekey``: old thread session keys into the documented format).
 - ``_writer`` (the event loop's side), ``_committer`` (the writer thread's:
@@ -31,6 +35,8 @@ from . import _background as background
 from . import _bindings as bindings
 from . import _cron as cron
 from . import _forget as forget
+from . import _fts_index as fts_index
+from . import _fts_layout as fts_layout
 from . import _handoffs as handoffs
 from . import _history as history
 from . import _home_channels as home_channels
@@ -72,6 +78,8 @@ __all__ = [
     "check_sqlite_features",
     "cron",
     "forget",
+    "fts_index",
+    "fts_layout",
     "handoffs",
     "history",
     "home_channels",

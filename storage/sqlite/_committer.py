@@ -20,6 +20,8 @@ import structlog
 
 from ..errors import GatewayError, StorageBusyError, StorageClosedError, StorageError, StorageFullError
 from ._connection import JOURNAL_SIZE_LIMIT, open_writer_connection
+from ._fts_index import index_pending, indexed_through, last_message_id
+from ._fts_layout import convert_step, progress
 from ._lock import WriterLock
 from ._migrate import MigrationReport, check_sqlite_features, migrate
 from ._writer_stats import CheckpointMode, CheckpointResult, WriterSettings, WriterStats
@@ -109,6 +111,11 @@ class Committer:
         self._last_checkpoint = time.monotonic()
         self._wal_path = Path(str(path) + "-wal")
         self._wal_retry_at = WAL_CHECKPOINT_BYTES
+        #: FTS indexer state, kept on this thread: the watermark as last seen, since when
+        #: rows have been waiting (None: none are), whether the layout is still moving
+        self._indexed_through = 0
+        self._pending_since: float | None = None
+        self._converting = False
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -125,6 +132,7 @@ class Committer:
                 synchronous=self.settings.synchronous,
             )
             self.migration = self._with_busy_retry(lambda: migrate(self._require_conn()))
+            self._load_index_state(self._require_conn())
         except BaseException:
             if self._conn is not None:
                 self._conn.close()
@@ -197,6 +205,7 @@ class Committer:
         self.stats.recent_commit_ms.append((time.perf_counter() - started) * 1000.0)
         self.stats.recent_batch_sizes.append(len(jobs))
         self.stats.max_batch = max(self.stats.max_batch, len(jobs))
+        self._note_writes(conn)
         # Most batches need no checkpoint; deciding here spares the event loop
         # a round trip to this thread after each of them.
         self.checkpoint_after = self._due_checkpoint()
@@ -318,3 +327,71 @@ class Committer:
         except sqlite3.Error as exc:
             log.warning("storage.checkpoint_failed", mode=mode, error=str(exc))
             return None
+
+    # ------------------------------------------------------------- FTS indexing
+
+    def _load_index_state(self, conn: sqlite3.Connection) -> None:
+        self._indexed_through = indexed_through(conn)
+        conversion = progress(conn)
+        self._converting = conversion.converting
+        self.stats.fts_conversion = (conversion.done, conversion.total) if self._converting else None
+        self._note_writes(conn)
+
+    def _note_writes(self, conn: sqlite3.Connection) -> None:
+        """After a batch (or another process's writes): start the lag clock if rows wait."""
+        waiting = last_message_id(conn) - self._indexed_through
+        self.stats.index_pending = max(0, waiting)
+        if waiting > 0 and self._pending_since is None:
+            self._pending_since = time.monotonic()
+
+    def index_due(self) -> bool:
+        return self._pending_since is not None or self._converting
+
+    def lag_exceeded(self) -> bool:
+        since = self._pending_since
+        return since is not None and time.monotonic() - since >= self.settings.index_lag_max
+
+    def poll_other_writers(self) -> None:
+        """Idle: rows another process wrote wait for the indexer too."""
+        self._note_writes(self._require_conn())
+
+    def index_step(self, limit: int) -> int:
+        """One indexing transaction of up to ``limit`` rows (then a conversion batch when caught
+        up); returns the rows indexed, -1 when the step failed.
+
+        Never raises: a locked or failing index step is logged and tried again later;
+        the messages are committed already and search finds them through the tail."""
+        conn = self._require_conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            n = index_pending(conn, limit)
+            conversion = convert_step(conn, limit) if n < limit and self._converting else None
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            log.warning("storage.index_step_failed", error=str(exc))
+            self._pending_since = time.monotonic()  # back off for one lag period
+            return -1
+        self.stats.index_steps += 1
+        self.stats.indexed_rows += n
+        self._commits_since_checkpoint += 1  # not a caller's commit, but it grew the WAL
+        self.dirty = True
+        self._indexed_through = indexed_through(conn)
+        if n < limit:
+            self._pending_since = None
+        if conversion is not None:
+            self._converting = conversion.converting
+            self.stats.fts_conversion = (conversion.done, conversion.total) if self._converting else None
+        self._note_writes(conn)
+        return n
+
+    def catch_up(self) -> bool:
+        """Index everything waiting and finish any layout move (tests, tools, the bench).
+
+        False when a step failed (it was logged)."""
+        self._note_writes(self._require_conn())  # rows another process wrote count too
+        while self.index_due():
+            if self.index_step(max(self.settings.index_batch, 1024)) < 0:
+                return False
+            self.periodic_checkpoint()
+        return True

@@ -16,14 +16,12 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from ..errors import SchemaError
+from ._fts_layout import create_fresh, ensure_layout, layout_is_settled
 from ._gateway_schema import GATEWAY_MIGRATIONS
 from ._schema import (
     BASE_TABLES_DDL,
-    FTS_DDL,
-    FTS_TRIGGERS_DDL,
     GATEWAY_VERSION_KEY,
     INDEXES_DDL,
-    LEGACY_FTS_TRIGGERS,
     MESSAGE_COLUMNS,
     REFERENCE_VERSION,
     SESSION_COLUMNS,
@@ -31,8 +29,6 @@ from ._schema import (
     SHARED_COUNTER_VERSIONS,
     latest_gateway_version,
 )
-
-_FTS_TABLES = ("messages_fts", "messages_fts_trigram")
 
 
 @dataclass
@@ -46,7 +42,10 @@ class MigrationReport:
     created: bool = False
     added_columns: list[str] = field(default_factory=list)
     renamed_titles: int = 0
+    #: the FTS tables were recreated empty; the indexer fills them in the background
     fts_rebuilt: bool = False
+    #: the FTS triggers were (re)made ours: deferred indexing (see ``_fts_index``)
+    fts_triggers_replaced: bool = False
     #: the gateway steps that ran
     applied: list[int] = field(default_factory=list)
 
@@ -161,22 +160,6 @@ def _dedupe_titles(conn: sqlite3.Connection) -> int:
     return renamed
 
 
-def _rebuild_fts(conn: sqlite3.Connection) -> None:
-    for trigger in LEGACY_FTS_TRIGGERS:
-        conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
-    for table in _FTS_TABLES:
-        conn.execute(f"DROP TABLE IF EXISTS {table}")
-    for ddl in FTS_DDL:
-        conn.execute(ddl)
-    for table in _FTS_TABLES:
-        conn.execute(
-            f"INSERT INTO {table}(rowid, content, tool_name, tool_calls) "
-            "SELECT id, content, tool_name, tool_calls FROM messages ORDER BY id"
-        )
-    for ddl in FTS_TRIGGERS_DDL:
-        conn.execute(ddl)
-
-
 def _apply_gateway_migrations(conn: sqlite3.Connection, current: int, report: MigrationReport) -> None:
     for step in GATEWAY_MIGRATIONS:
         if step.version > current:
@@ -225,7 +208,7 @@ def migrate(conn: sqlite3.Connection) -> MigrationReport:
         stored = _stored(conn)
         version = stored.counter
         _refuse_newer(stored)
-        if stored.is_current():
+        if stored.is_current() and layout_is_settled(conn):
             return _current_report(conn)
         return _upgrade(conn)
     except sqlite3.Error as exc:
@@ -256,8 +239,7 @@ def _upgrade(conn: sqlite3.Connection) -> MigrationReport:
                 conn.execute(ddl)
             for ddl in INDEXES_DDL:
                 conn.execute(ddl)
-            for ddl in FTS_DDL + FTS_TRIGGERS_DDL:
-                conn.execute(ddl)
+            create_fresh(conn)
             _apply_gateway_migrations(conn, 0, report)
         else:
             for ddl in BASE_TABLES_DDL:
@@ -268,9 +250,13 @@ def _upgrade(conn: sqlite3.Connection) -> MigrationReport:
                 report.renamed_titles = _dedupe_titles(conn)
                 for ddl in INDEXES_DDL:
                     conn.execute(ddl)
-                _rebuild_fts(conn)
+                # The old tables cover fewer columns: new ones, indexed in the
+                # background, so a big file does not hold the start.
+                create_fresh(conn)
                 report.fts_rebuilt = True
             _apply_gateway_migrations(conn, stored.gateway, report)
+        if not report.created and not report.fts_rebuilt:
+            report.fts_triggers_replaced = ensure_layout(conn)
         _set_version(conn, REFERENCE_VERSION)
         _set_gateway_version(conn, latest_gateway_version())
         conn.execute("COMMIT")

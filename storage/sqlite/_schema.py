@@ -96,13 +96,104 @@ INDEXES_DDL = (
     "CREATE INDEX IF NOT EXISTS idx_messages_session ON messages(session_id, timestamp)",
 )
 
-FTS_DDL = (
+# The FTS5 tables keep the reference's names and columns, so a v11 reader's
+# ``messages_fts MATCH ?`` (and snippet()) works on them. Two layouts:
+# ``inline`` (the reference's: each table keeps its own copy of the text) and
+# ``external`` (ours: the text is read from ``messages``; the trigram table
+# covers what substring and CJK search need, see ``trigram_source``).
+# ``state_meta.fts_layout`` says which one a file has.
+FTS_LAYOUT_KEY = "fts_layout"
+LAYOUT_INLINE, LAYOUT_EXTERNAL = "inline", "external"
+#: every message with an id at or below this state_meta value is in both FTS tables
+WATERMARK_KEY = "fts_indexed_through"
+
+INLINE_FTS_DDL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts USING fts5(content, tool_name, tool_calls)",
     "CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_trigram "
     "USING fts5(content, tool_name, tool_calls, tokenize='trigram')",
 )
 
-FTS_TRIGGERS_DDL = (
+
+def external_fts_ddl(suffix: str = "") -> tuple[str, str]:
+    return (
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts{suffix} USING fts5(content, tool_name, tool_calls, "
+        "content='messages', content_rowid='id')",
+        f"CREATE VIRTUAL TABLE IF NOT EXISTS messages_fts_trigram{suffix} USING fts5(content, tool_name, tool_calls, "
+        "content='messages', content_rowid='id', tokenize='trigram')",
+    )
+
+
+FTS_DDL = external_fts_ddl()
+
+# The trigram index in the external layout covers what substring and CJK
+# search are for: what the people and the model wrote (user and assistant
+# content, tool calls), not tool results (about half the text of a typical
+# session, and most of the trigram index). Whole words of tool results are
+# still found through the word index; a substring or CJK term inside a tool
+# result is not (trade-off measured in bench/README.md).
+TRIGRAM_ROLES_SQL = "role != 'tool'"
+
+
+def trigram_source(prefix: str, *, external: bool) -> tuple[str, str]:
+    """The (content, tool_name, tool_calls) expressions and the row filter of the trigram index.
+
+    ``prefix`` is "" (a SELECT from messages) or "old." / "new." (a trigger)."""
+    p = prefix
+    where = f"{p}{TRIGRAM_ROLES_SQL}" if external else "1"
+    return f"{p}content, {p}tool_name, {p}tool_calls", where
+
+
+def _through(key: str) -> str:
+    return f"(SELECT CAST(value AS INTEGER) FROM state_meta WHERE key = '{key}')"
+
+
+def fts_triggers_ddl(layout: str, suffix: str = "", key: str = WATERMARK_KEY) -> tuple[str, ...]:
+    """The three triggers: the one place FTS rows are ever deleted (see ``_fts_index``).
+
+    New rows are indexed by the indexer, not on insert: ``messages_fts_insert``
+    does nothing, and exists so that a reference writer opening this file does
+    not create its own (it uses CREATE TRIGGER IF NOT EXISTS). A row the
+    indexer has not reached yet (above the watermark) has nothing to delete.
+    """
+    w, t = f"messages_fts{suffix}", f"messages_fts_trigram{suffix}"
+    external = layout == LAYOUT_EXTERNAL
+    old_t, old_where = trigram_source("old.", external=external)
+    new_t, new_where = trigram_source("new.", external=external)
+    if external:
+        delete = (
+            f"INSERT INTO {w}({w}, rowid, content, tool_name, tool_calls) "
+            "VALUES ('delete', old.id, old.content, old.tool_name, old.tool_calls);\n"
+            f"    INSERT INTO {t}({t}, rowid, content, tool_name, tool_calls) "
+            f"SELECT 'delete', old.id, {old_t} WHERE {old_where};"
+        )
+    else:
+        delete = f"DELETE FROM {w} WHERE rowid = old.id;\n    DELETE FROM {t} WHERE rowid = old.id;"
+    insert = (
+        f"INSERT INTO {w}(rowid, content, tool_name, tool_calls) "
+        "VALUES (new.id, new.content, new.tool_name, new.tool_calls);\n"
+        f"    INSERT INTO {t}(rowid, content, tool_name, tool_calls) SELECT new.id, {new_t} WHERE {new_where};"
+    )
+    through = _through(key)
+    maintain = (
+        f"CREATE TRIGGER IF NOT EXISTS messages_fts_delete{suffix} AFTER DELETE ON messages\n"
+        f"WHEN old.id <= {through} BEGIN\n    {delete}\nEND",
+        f"CREATE TRIGGER IF NOT EXISTS messages_fts_update{suffix}\n"
+        f"AFTER UPDATE OF role, content, tool_name, tool_calls ON messages\n"
+        f"WHEN old.id <= {through} BEGIN\n    {delete}\n    {insert}\nEND",
+    )
+    if suffix:  # a table being built beside the live ones: the live names stay as they are
+        return maintain
+    return (
+        "CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages WHEN 0 BEGIN\n    SELECT 1;\nEND",
+        *maintain,
+    )
+
+
+FTS_TRIGGERS_DDL = fts_triggers_ddl(LAYOUT_EXTERNAL)
+
+# The reference's v11 triggers (inline tables, indexed on insert): what a file
+# written by the reference, or by this gateway before deferred indexing, has.
+REFERENCE_FTS_TRIGGERS_DDL = (
     """
 CREATE TRIGGER IF NOT EXISTS messages_fts_insert AFTER INSERT ON messages BEGIN
     INSERT INTO messages_fts(rowid, content, tool_name, tool_calls)

@@ -11,6 +11,7 @@ from .._model import ChatOwner
 from ._queries import lineage_ancestors
 from ._rows import row_dict as _row_dict
 from ._search_plan import WORD_TABLE, Plan, filters, fts_plan, like_snippet, substring_plan
+from ._search_tail import Source, read_snapshot, source
 
 CONTEXT_CHARS = 200
 
@@ -37,10 +38,17 @@ def _plan(conn: sqlite3.Connection, query: str) -> Plan | None:
     plan = fts_plan(query)
     if plan is None:
         return None
+    words: Source | None = None
 
     def has_word_hits(token: str) -> bool:
-        sql = f"SELECT 1 FROM {WORD_TABLE} WHERE {WORD_TABLE} MATCH ? LIMIT 1"
-        return conn.execute(sql, (token,)).fetchone() is not None
+        nonlocal words
+        if words is None:
+            words = source(conn, WORD_TABLE)
+        tables = [words.table] if words.tail is None else [words.table, words.tail]
+        return any(
+            conn.execute(f"SELECT 1 FROM {t} WHERE {t} MATCH ? LIMIT 1", (token,)).fetchone() is not None
+            for t in tables
+        )
 
     return substring_plan(plan, has_word_hits)
 
@@ -58,6 +66,29 @@ def search_messages(
 ) -> list[dict[str, Any]]:
     """Full-text search with FTS5 syntax; user text is sanitized first. A term of three
     characters or more that is no whole word anywhere matches as a substring (``netw``)."""
+    with read_snapshot(conn):
+        return _search_messages(conn, query, source_filter, exclude_sources, role_filter, limit, offset, owner)
+
+
+def _snippet(conn: sqlite3.Connection, src: Source, fts_query: str, message_id: int) -> str | None:
+    table = src.table_of(message_id)
+    row = conn.execute(
+        f"SELECT snippet({table}, -1, '>>>', '<<<', '...', 40) FROM {table} WHERE {table} MATCH ? AND rowid = ?",
+        (fts_query, message_id),
+    ).fetchone()
+    return None if row is None else row[0]
+
+
+def _search_messages(
+    conn: sqlite3.Connection,
+    query: str,
+    source_filter: Sequence[str] | None,
+    exclude_sources: Sequence[str] | None,
+    role_filter: Sequence[str] | None,
+    limit: int,
+    offset: int,
+    owner: ChatOwner | None,
+) -> list[dict[str, Any]]:
     plan = _plan(conn, query)
     if plan is None:
         return []
@@ -74,24 +105,26 @@ def search_messages(
             (*plan.like_params, *params, limit, offset),
         ).fetchall()
     else:
-        table = plan.table
+        src = source(conn, plan.table)
         rows = conn.execute(
             f"""
-            SELECT {cols}, snippet({table}, -1, '>>>', '<<<', '...', 40) AS snippet
-            FROM {table} f
+            SELECT {cols}, NULL AS snippet
+            FROM ({src.hits_sql()}) f
             JOIN messages m ON m.id = f.rowid
             JOIN sessions s ON s.id = m.session_id
-            WHERE {table} MATCH ? {where}
+            WHERE 1 = 1 {where}
             ORDER BY f.rank, m.id DESC
             LIMIT ? OFFSET ?
             """,
-            (plan.fts_query, *params, limit, offset),
+            (*src.params(plan.fts_query), *params, limit, offset),
         ).fetchall()
     results = []
     for row in rows:
         d = _row_dict(row)
         if plan.table is None:
             d["snippet"] = like_snippet(d["snippet"] or "", plan.first_term)
+        else:
+            d["snippet"] = _snippet(conn, src, plan.fts_query, d["id"])
         d["context"] = [
             c
             for c in (
@@ -170,6 +203,22 @@ def search_sessions(
     """Discovery: the top sessions for a query, one per lineage, each with its
     opening and closing messages and a window around the best hit; ``owner``
     keeps only the sessions that chat may resume."""
+    with read_snapshot(conn):
+        return _search_sessions(conn, query, limit, role_filter, source_filter, exclude_session_ids, sort,
+                                window, owner)
+
+
+def _search_sessions(
+    conn: sqlite3.Connection,
+    query: str,
+    limit: int,
+    role_filter: Sequence[str] | None,
+    source_filter: Sequence[str] | None,
+    exclude_session_ids: Sequence[str] | None,
+    sort: str | None,
+    window: int,
+    owner: ChatOwner | None,
+) -> list[dict[str, Any]]:
     plan = _plan(conn, query)
     if plan is None:
         return []
@@ -177,18 +226,19 @@ def search_sessions(
     order = {"newest": "started_at DESC, rank, id DESC", "oldest": "started_at ASC, rank, id DESC"}.get(
         sort or "", "rank, id DESC"
     )
+    src: Source | None = None
     if plan.table is None:
         source_sql, match_params = f"messages m JOIN sessions s ON s.id = m.session_id WHERE ({plan.like_sql})", list(
             plan.like_params
         )
         rank_sql = "-m.id"
     else:
-        table = plan.table
+        src = source(conn, plan.table)
         source_sql = (
-            f"{table} f JOIN messages m ON m.id = f.rowid JOIN sessions s ON s.id = m.session_id "
-            f"WHERE {table} MATCH ?"
+            f"({src.hits_sql()}) f JOIN messages m ON m.id = f.rowid JOIN sessions s ON s.id = m.session_id "
+            "WHERE 1 = 1"
         )
-        match_params = [plan.fts_query]
+        match_params = list(src.params(plan.fts_query))
         rank_sql = "f.rank"
     # Filters apply before ranking, and each session keeps only its best hit,
     # so noisy sessions cannot crowd out the one that matters.
@@ -209,8 +259,8 @@ def search_sessions(
     page = max(limit * 4, 20)
     offset = 0
     while len(results) < limit:
-        if by_rank:
-            rows, top_hits = _page_by_rank(conn, plan, where, params, page, offset, top_hits)
+        if by_rank and src is not None:
+            rows, top_hits = _page_by_rank(conn, plan, src, where, params, page, offset, top_hits)
         else:
             rows = conn.execute(sql, (*match_params, *params, page, offset)).fetchall()
         for row in rows:
@@ -218,7 +268,7 @@ def search_sessions(
             if root in seen:
                 continue
             seen.add(root)
-            results.append(_discovery_result(conn, plan, row, window))
+            results.append(_discovery_result(conn, plan, src, row, window))
             if len(results) >= limit:
                 break
         if len(rows) < page:
@@ -231,7 +281,8 @@ _FIRST_TOP_HITS = 256
 
 
 def _page_by_rank(
-    conn: sqlite3.Connection, plan: Plan, where: str, params: list[Any], page: int, offset: int, top_hits: int
+    conn: sqlite3.Connection, plan: Plan, src: Source, where: str, params: list[Any], page: int, offset: int,
+    top_hits: int,
 ) -> tuple[list[sqlite3.Row], int]:
     """The page search_sessions' full query gives in relevance order, joining
     only the best-ranked hits; returns it and the number of hits it took.
@@ -243,13 +294,11 @@ def _page_by_rank(
     covers every hit. A word in one message of ten joins a few hundred rows
     instead of ten thousand.
     """
-    table = plan.table
-    assert table is not None
     sql = f"""
         SELECT id, session_id, title, source, started_at FROM (
             SELECT m.id, m.session_id, s.title, s.source, s.started_at, f.rank AS rank,
                    ROW_NUMBER() OVER (PARTITION BY m.session_id ORDER BY f.rank, m.id DESC) AS rn
-            FROM (SELECT rowid, rank FROM {table} WHERE {table} MATCH ? ORDER BY rank, rowid DESC LIMIT ?) f
+            FROM (SELECT rowid, rank FROM ({src.hits_sql()}) ORDER BY rank, rowid DESC LIMIT ?) f
             JOIN messages m ON m.id = f.rowid
             JOIN sessions s ON s.id = m.session_id
             WHERE 1 = 1 {where}
@@ -259,29 +308,28 @@ def _page_by_rank(
     """
     hits: int | None = None
     while True:
-        rows: list[sqlite3.Row] = conn.execute(sql, (plan.fts_query, top_hits, *params, page, offset)).fetchall()
+        match = src.params(plan.fts_query)
+        rows: list[sqlite3.Row] = conn.execute(sql, (*match, top_hits, *params, page, offset)).fetchall()
         if len(rows) == page:
             return rows, top_hits
         if hits is None:
-            hits = int(conn.execute(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?",
-                                    (plan.fts_query,)).fetchone()[0])
+            hits = int(conn.execute(f"SELECT count(*) FROM ({src.hits_sql()})", match).fetchone()[0])
         if top_hits >= hits:
             return rows, top_hits
         top_hits *= 4
 
 
-def _discovery_result(conn: sqlite3.Connection, plan: Plan, row: sqlite3.Row, window: int) -> dict[str, Any]:
-    if plan.table is None:
+def _discovery_result(
+    conn: sqlite3.Connection, plan: Plan, src: Source | None, row: sqlite3.Row, window: int
+) -> dict[str, Any]:
+    snippet: str | None
+    if src is None:
         content = conn.execute(
             "SELECT COALESCE(content, tool_calls, tool_name, '') FROM messages WHERE id = ?", (row["id"],)
         ).fetchone()[0]
         snippet = like_snippet(content, plan.first_term)
     else:
-        snippet = conn.execute(
-            f"SELECT snippet({plan.table}, -1, '>>>', '<<<', '...', 40) FROM {plan.table} "
-            f"WHERE {plan.table} MATCH ? AND rowid = ?",
-            (plan.fts_query, row["id"]),
-        ).fetchone()[0]
+        snippet = _snippet(conn, src, plan.fts_query, row["id"])
     start, end = _bookends(conn, row["session_id"])
     win = _window(conn, row["session_id"], row["id"], window)
     return {

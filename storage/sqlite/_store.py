@@ -57,6 +57,10 @@ class StateStore:
             raise RuntimeError("StateStore is not open")
         return self._reader
 
+    async def catch_up_index(self) -> bool:
+        """Wait until every committed message is in the FTS tables (a reference reader then finds it)."""
+        return await self.writer.catch_up_index()
+
     async def write(self, op: Callable[[sqlite3.Connection], T]) -> T:
         return await self.writer.submit(op)
 

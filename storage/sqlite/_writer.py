@@ -172,8 +172,8 @@ class Writer:
         assert self._executor is not None
         while True:
             item = await self._next_item()
-            if item is None:  # idle: leave the WAL small
-                await loop.run_in_executor(self._executor, self._committer.idle_checkpoint)
+            if item is None:  # idle: index what waits, then leave the WAL small
+                await loop.run_in_executor(self._executor, self._idle_work)
                 continue
             stop = item is _STOP
             jobs: list[Job] = [] if stop else [item]  # type: ignore[list-item]
@@ -227,20 +227,51 @@ class Writer:
             except BaseException as exc:
                 outcomes = exc
             loop.call_soon_threadsafe(answer, outcomes)
+            # The callers are answered; under steady load the indexer takes a
+            # small slice here once the oldest unindexed row has waited too long.
+            # Small, because the next batch's callers wait for it: at 16 busy
+            # producers a slice of twice the batch tripled their p99 (bench/README.md).
+            # Above index_slice rows per batch the lag grows, and idle time catches up.
+            if self._committer.lag_exceeded():
+                self._committer.index_step(self.settings.index_slice)
 
         self._executor.submit(work)
         await done
 
     async def _next_item(self) -> Job | object | None:
+        """The next job, or None after a quiet spell: then the writer indexes,
+        checkpoints, or looks for rows another process wrote."""
         if not self._queue.empty():
             return self._queue.get_nowait()
-        if not self._committer.dirty:
-            return await self._queue.get()
+        if self._committer.index_due():
+            wait = self.settings.index_idle_after
+        elif self._committer.dirty:
+            wait = self.settings.idle_truncate_after
+        else:
+            wait = self.settings.index_lag_max
         try:
-            async with asyncio.timeout(self.settings.idle_truncate_after):
+            async with asyncio.timeout(wait):
                 return await self._queue.get()
         except TimeoutError:
             return None
+
+    def _idle_work(self) -> None:
+        """On the writer thread, when no job waits."""
+        committer = self._committer
+        if committer.index_due():
+            committer.index_step(self.settings.index_batch)
+            # A long catch-up or conversion is many transactions in a row: keep the WAL bounded.
+            committer.periodic_checkpoint()
+        elif committer.dirty:
+            committer.idle_checkpoint()
+        else:
+            committer.poll_other_writers()
+
+    async def catch_up_index(self) -> bool:
+        """Index every waiting message and finish a layout move; False if a step failed."""
+        if not self.running or self._executor is None:
+            raise StorageClosedError("the storage writer is not running")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._committer.catch_up)
 
     def _fail_pending(self, exc: StorageError) -> None:
         while not self._queue.empty():

@@ -20,6 +20,13 @@ class WriterSettings:
     busy_retry_budget: float = 15.0
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     take_lock: bool = True
+    #: how long a committed message may wait for the FTS indexer while writes keep
+    #: coming; in idle time it is indexed after ``index_idle_after`` seconds anyway
+    index_lag_max: float = 1.0
+    index_idle_after: float = 0.02
+    #: rows per indexing transaction when idle, and per slice between batches under load
+    index_batch: int = 128
+    index_slice: int = 8
 
 
 @dataclass
@@ -53,3 +60,9 @@ class WriterStats:
     #: I/O error, read-only, corrupt. An op's own errors are not kept. Set on the writer's thread,
     #: as one tuple so the event loop never reads half of it.
     last_disk_fault: tuple[float, str] | None = None
+    #: FTS indexer: rows indexed, rows waiting (after the last step), indexing transactions
+    indexed_rows: int = 0
+    index_pending: int = 0
+    index_steps: int = 0
+    #: the move to the external FTS layout: (messages done, of total), None when settled
+    fts_conversion: tuple[int, int] | None = None

@@ -213,23 +213,27 @@ async def test_titles_kept_and_repeats_numbered(upgraded: Upgraded) -> None:
 # ----------------------------------------------------------------------- FTS
 
 
-async def test_fts_tables_are_inline_over_three_columns(upgraded: Upgraded) -> None:
+async def test_fts_tables_are_external_content_over_three_columns(upgraded: Upgraded) -> None:
     with connect(upgraded.path) as conn:
         for table in FTS_TABLES:
             (sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (table,)).fetchone()
-            assert re.search(r"content\s*=", sql, re.I) is None, sql
-            assert re.search(r"content_rowid", sql, re.I) is None, sql
+            assert re.search(r"content\s*=\s*'messages'", sql, re.I), sql
+            assert re.search(r"content_rowid\s*=\s*'id'", sql, re.I), sql
             assert [r[1] for r in conn.execute(f"PRAGMA table_info({table})")] == FTS_COLUMNS
         (trigram_sql,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'messages_fts_trigram'").fetchone()
         assert "trigram" in trigram_sql
 
 
 async def test_fts_backfilled_with_every_message(upgraded: Upgraded) -> None:
-    want = [(m["id"], m["content"], m.get("tool_name"), m.get("tool_calls")) for m in upgraded.before.messages]
+    # The old tables are replaced at once and refilled in the background.
+    assert upgraded.report.fts_rebuilt
+    assert await upgraded.store.catch_up_index()
+    want = {m["id"] for m in upgraded.before.messages}
     with connect(upgraded.path) as conn:
-        for table in FTS_TABLES:
-            got = [tuple(r) for r in conn.execute(f"SELECT rowid, content, tool_name, tool_calls FROM {table} ORDER BY rowid")]
-            assert got == want, table
+        # _docsize has one row per indexed message: the index's own record, not the messages table.
+        assert {r[0] for r in conn.execute("SELECT id FROM messages_fts_docsize")} == want
+        trigram = {m["id"] for m in upgraded.before.messages if m["role"] != "tool"}
+        assert {r[0] for r in conn.execute("SELECT id FROM messages_fts_trigram_docsize")} == trigram
 
 
 async def test_search_finds_old_messages_by_content_tool_name_and_tool_calls(upgraded: Upgraded) -> None:
@@ -257,6 +261,7 @@ async def test_search_finds_old_messages_by_content_tool_name_and_tool_calls(upg
     assert in_tool_calls <= await found(legacy.WORD_IN_TOOL_CALLS)
     assert cjk == await found(legacy.CJK_SUBSTRING)
 
+    await store.catch_up_index()
     with connect(upgraded.path) as conn:
         assert fts_rowids(conn, "messages_fts", f"tool_name:{legacy.TOOL_NAME}") == by_tool_name
         assert fts_rowids(conn, "messages_fts", f"tool_calls:{legacy.WORD_IN_TOOL_CALLS}") == in_tool_calls
@@ -268,12 +273,14 @@ async def test_search_finds_old_messages_by_content_tool_name_and_tool_calls(upg
 async def test_old_triggers_replaced(upgraded: Upgraded) -> None:
     with connect(upgraded.path) as conn:
         triggers = {r[0]: r[1] for r in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")}
+    # The reference's names, so a reference writer's CREATE TRIGGER IF NOT EXISTS adds none of its own.
     assert set(triggers) == V11_TRIGGERS
-    for sql in triggers.values():
-        assert "'delete'" not in sql  # the external-content delete command is gone
-        assert "messages_fts_trigram" in sql  # one trigger per event serves both tables
-    for name in ("messages_fts_insert", "messages_fts_update"):
-        assert "new.tool_name" in triggers[name] and "new.tool_calls" in triggers[name]
+    # New rows are indexed after their commit, by the indexer: the insert trigger never fires.
+    assert "WHEN 0" in triggers["messages_fts_insert"]
+    for name in ("messages_fts_delete", "messages_fts_update"):
+        assert "fts_indexed_through" in triggers[name]  # only rows the indexer reached are in the index
+        assert "messages_fts_trigram" in triggers[name]  # one trigger per event serves both tables
+    assert "new.tool_name" in triggers["messages_fts_update"] and "new.tool_calls" in triggers["messages_fts_update"]
 
 
 async def test_new_messages_follow_into_fts_after_upgrade(upgraded: Upgraded) -> None:
@@ -314,12 +321,15 @@ async def test_fts_integrity_after_upgrade_and_writes(upgraded: Upgraded) -> Non
     first = upgraded.before.messages[0]
     await store.append_message(first["session_id"], "assistant", "One more reply after the upgrade")
     await store.clear_messages(upgraded.before.sessions[-1]["id"])
+    await store.catch_up_index()
     await store.close()
     with connect(upgraded.path) as conn:
         for table in FTS_TABLES:
             conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
-            n_fts = conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
-            assert n_fts == conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+        n_word = conn.execute("SELECT COUNT(*) FROM messages_fts_docsize").fetchone()[0]
+        assert n_word == conn.execute("SELECT COUNT(*) FROM messages").fetchone()[0]
+        n_trigram = conn.execute("SELECT COUNT(*) FROM messages_fts_trigram_docsize").fetchone()[0]
+        assert n_trigram == conn.execute("SELECT COUNT(*) FROM messages WHERE role != 'tool'").fetchone()[0]
 
 
 # ------------------------------------------------------- opening again

@@ -107,6 +107,7 @@ def fuzz_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzDb]:
                 if i % 2
                 else None,
             )
+        await store.catch_up_index()  # these tests read the FTS tables themselves
 
     loop.run_until_complete(fill())
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
