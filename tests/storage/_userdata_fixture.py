@@ -8,8 +8,10 @@ tables whether any of hers is left. Used by the storage tests, the crash child a
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 import time
+from pathlib import Path
 
 from storage import (
     CronJobRow,
@@ -18,6 +20,7 @@ from storage import (
     attachments,
     bindings,
     cron,
+    fts_index,
     inbound,
     ops,
     outbound,
@@ -101,8 +104,26 @@ def populate(conn: sqlite3.Connection, *, alice_dm_messages: int = 3) -> None:
                     thread_id=None, reply_to=None, text="hi bob", now=now)
 
 
+async def wait_indexed(db: Path) -> None:
+    """Until the daemon's indexer has every message of ``db`` in the FTS tables."""
+    deadline = time.monotonic() + 15
+    while True:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            left = fts_index.pending(conn)
+        finally:
+            conn.close()
+        if not left:
+            return
+        assert time.monotonic() < deadline, f"{left} messages still wait to be indexed"
+        await asyncio.sleep(0.02)
+
+
 def fts_hits(conn: sqlite3.Connection, word: str) -> int:
-    """Rows of both FTS tables that hold ``word``."""
+    """Rows of both FTS tables that hold ``word``. Messages commit unindexed (``storage.fts_index``):
+    wait for the indexer first (``wait_indexed``, ``StateStore.catch_up_index``), so that a row
+    missing here was deleted, not yet to come."""
+    assert not fts_index.pending(conn), "messages wait to be indexed: wait_indexed() first"
     n = conn.execute("SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH ?", (word,)).fetchone()[0]
     n += conn.execute("SELECT COUNT(*) FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ?",
                       (f'"{word}"',)).fetchone()[0]

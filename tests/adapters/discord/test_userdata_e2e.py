@@ -13,7 +13,7 @@ from typing import Any
 from adapters.approvals import approval_data
 from tests.emulators.fake_discord import FakeDiscord
 from tests.fakes.openai_server import FakeOpenAI
-from tests.storage._userdata_fixture import fts_hits, rows_naming
+from tests.storage._userdata_fixture import fts_hits, rows_naming, wait_indexed
 
 from .test_adapter import run_discord_gateway
 from .test_approvals_e2e import wait_question, wait_said, wait_settled
@@ -63,6 +63,7 @@ async def test_export_to_the_dm_then_forget_with_the_button(
         await fake.user_presses(question["id"], press)
         await wait_settled(fake, question, "Deleting your data")
         await wait_said(fake, fake.general, "Your data is deleted")
+        await wait_indexed(gw.home / "state.db")
         with sqlite3.connect(str(gw.home / "state.db")) as conn:
             assert fts_hits(conn, ALICE_WORD) == 0 and rows_naming(conn, alice_id) == []
             assert fts_hits(conn, BOB_WORD) == 2

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.emulators.fake_slack import FakeSlack
 from tests.fakes.openai_server import FakeOpenAI
-from tests.storage._userdata_fixture import fts_hits, rows_naming
+from tests.storage._userdata_fixture import fts_hits, rows_naming, wait_indexed
 
 from .test_adapter import USER, run_slack_gateway
 from .test_approvals_e2e import BOB, CHANNEL, DM, press, wait_question, wait_said, wait_settled
@@ -39,6 +39,7 @@ async def test_forget_with_the_button(tmp_path: Path, fake_openai: FakeOpenAI, f
         await press(fake, question, "approve")
         await wait_settled(fake, question, "Deleting your data")
         await wait_said(fake, DM, "Your data is deleted")
+        await wait_indexed(gw.home / "state.db")
         with sqlite3.connect(str(gw.home / "state.db")) as conn:
             assert fts_hits(conn, ALICE_WORD) == 0 and rows_naming(conn, USER) == []
             assert fts_hits(conn, BOB_WORD) == 2

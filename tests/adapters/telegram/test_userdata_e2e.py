@@ -15,7 +15,7 @@ from adapters.approvals import approval_data
 from storage import FORGOTTEN_MARKER
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
-from tests.storage._userdata_fixture import fts_hits, rows_naming
+from tests.storage._userdata_fixture import fts_hits, rows_naming, wait_indexed
 
 from ..conftest import RunningTelegram, run_telegram_gateway, stored_answers
 from .test_approvals_e2e import approval_id, wait_prompt, wait_said, wait_settled
@@ -91,14 +91,17 @@ async def test_export_then_forget_with_the_button_leaves_nothing_of_hers(
         data = approval_data(approval_id(prompt), "approve")
         await fake.user_presses((group, prompt["message_id"]), data, user=bob)
         await wait_said(fake, group["id"], "Only the person who asked to delete their data")
+        await wait_indexed(gw.db_path)
         with _db(gw.db_path) as conn:
             assert _messages(conn) == before  # bob's press deleted nothing
+            assert fts_hits(conn, ALICE_WORD) > 0  # indexed before the forget: its removal below is real
         await fake.user_presses((group, prompt["message_id"]), data)
         await wait_settled(fake, group["id"], prompt, "Deleting your data")
         report = await wait_said(fake, group["id"], "Your data is deleted")
         assert "sessions deleted: 1" in report["rendered"]
         assert "messages replaced by a marker in shared sessions: 1" in report["rendered"]
 
+        await wait_indexed(gw.db_path)
         with _db(gw.db_path) as conn:
             assert fts_hits(conn, ALICE_WORD) == 0
             assert rows_naming(conn, ALICE_WORD, inside=True) == []
@@ -148,6 +151,7 @@ async def test_refusals_turn_running_and_unreachable_dm(
         assert "Delete all your data here?" in prompt["rendered"]
         await fake.user_says("/forget-me cancel")
         await wait_settled(fake, alice_dm, prompt, "Cancelled: nothing was deleted")
+        await wait_indexed(gw.db_path)
         with _db(gw.db_path) as conn:
             assert fts_hits(conn, "slow") == 4
 
@@ -166,6 +170,7 @@ async def test_refusals_turn_running_and_unreachable_dm(
         await stored_answers(gw.db_path, 2)
         await fake.user_presses((alice_dm, prompt["message_id"]), data)
         await wait_said(fake, alice_dm, "Your data is deleted")
+        await wait_indexed(gw.db_path)
         with _db(gw.db_path) as conn:
             # Her DM is gone; in the (shared) group her words are a marker, the answer stays.
             assert [r[3] for r in _messages(conn)] == [FORGOTTEN_MARKER, "second slow answer"]

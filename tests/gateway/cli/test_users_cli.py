@@ -27,6 +27,7 @@ async def _populated(home: Path) -> None:
     await asyncio.to_thread(home.mkdir, parents=True, exist_ok=True)
     async with StateStore(home / "state.db") as store:
         await store.write(populate)
+        await store.catch_up_index()  # the checks below count index entries
 
 
 async def test_export_and_forget_without_a_daemon(gateway_home: Path) -> None:
@@ -70,5 +71,6 @@ async def test_forget_goes_through_the_running_daemon(gateway_home: Path, fake_o
         assert proc.returncode == 0, err.decode()
         assert "scheduled jobs: 1" in out.decode()
         assert run.gateway.services is not None
+        await run.gateway.services.store.catch_up_index()
         left = await run.gateway.services.store.read(lambda c: fts_hits(c, ALICE_WORD))
         assert left == 0

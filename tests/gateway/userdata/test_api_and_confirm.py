@@ -17,7 +17,7 @@ from gateway.errors import RequestError
 from gateway.userdata import Confirmations, UserData, parse_sender
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import run_gateway
-from tests.storage._userdata_fixture import fts_hits, rows_naming
+from tests.storage._userdata_fixture import fts_hits, rows_naming, wait_indexed
 
 
 async def _say(run: object, text: str, user: str = "alice") -> str:
@@ -47,6 +47,7 @@ async def test_export_link_and_typed_forget_over_http(gateway_home: Path, fake_o
         report = await _say(run, "/forget-me confirm")  # the report is the answer
         assert report.startswith("✅ Your data is deleted") and "sessions deleted: 1" in report
         db = gateway_home / "state.db"
+        await wait_indexed(db)
         with sqlite3.connect(str(db)) as conn:
             assert rows_naming(conn, "alice") == [] and fts_hits(conn, "quaxbobbly") == 2
 

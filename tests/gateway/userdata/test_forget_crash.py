@@ -39,6 +39,7 @@ async def _home(home: Path) -> MediaStore:
     await asyncio.to_thread((home / "memories" / "USER.md").write_text, "Alice likes tea\n§\nAlice is in Oslo")
     async with StateStore(home / "state.db") as store:
         await store.write(lambda c: populate(c, alice_dm_messages=MESSAGES))
+        await store.catch_up_index()  # the checks below count index entries
     blobs = MediaStore(home / "media")
     for data in (b"alice's picture", b"bob's picture"):
         await blobs.put_bytes(data)
