@@ -9,6 +9,7 @@ from typing import Any
 from gateway.commands.conversation import BUSY
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
+from tests.storage._userdata_fixture import wait_indexed
 
 from ..conftest import rows, run_telegram_gateway
 
@@ -38,8 +39,14 @@ def stored(db: Path) -> list[tuple[str, str, bool]]:
             "FROM messages m ORDER BY id")]
 
 
-def fts_rows(db: Path) -> tuple[int, int]:
-    return (rows(db, "SELECT COUNT(*) FROM messages_fts")[0][0], rows(db, "SELECT COUNT(*) FROM messages_fts_trigram")[0][0])
+_WORDS = "one OR two OR three OR four OR five OR echo"
+
+
+async def fts_rows(db: Path) -> tuple[int, int]:
+    """Index entries (word and substring index) of this test's messages, once the indexer caught up."""
+    await wait_indexed(db)
+    return (rows(db, "SELECT COUNT(*) FROM messages_fts WHERE messages_fts MATCH ?", _WORDS)[0][0],
+            rows(db, "SELECT COUNT(*) FROM messages_fts_trigram WHERE messages_fts_trigram MATCH ?", _WORDS)[0][0])
 
 
 async def test_retry_replaces_the_answer_and_the_model_never_sees_the_old_one(
@@ -120,18 +127,18 @@ async def test_undo_removes_exchanges_with_their_search_rows_and_the_model_sees_
         db = gw.db_path
         for word in ("one", "two", "three", "four"):
             await say(fake, word, f"echo: {word}")
-        assert fts_rows(db) == (8, 8)
+        assert await fts_rows(db) == (8, 8)
         await say(fake, "/undo", "↩️ Removed the last exchange (2 messages in all).")
         await say(fake, "/undo 2", "↩️ Removed the last 2 exchanges (4 messages in all).")
         assert [c for _, c, _ in stored(db)] == ["one", "echo: one"]
-        assert fts_rows(db) == (2, 2)
+        assert await fts_rows(db) == (2, 2)
         assert rows(db, "SELECT message_count FROM sessions") == [(2,)]
         await say(fake, "five", "echo: five")
         assert seen_by_model(fake_openai.chat_requests[-1]) == [
             ("user", "one"), ("assistant", "echo: one"), ("user", "five")]
         await say(fake, "/undo 1000", "↩️ There were only 2 exchanges here: removed all of them (4 messages). "
                                       "This conversation is empty now.")
-        assert stored(db) == [] and fts_rows(db) == (0, 0)
+        assert stored(db) == [] and await fts_rows(db) == (0, 0)
         await say(fake, "/undo", "Nothing to undo: this conversation has no message of yours yet.")
         await say(fake, "/retry", "Nothing to retry: this conversation has no message of yours yet.")
 
