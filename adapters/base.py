@@ -14,10 +14,41 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any, Protocol
 
-from storage.errors import GatewayError
-
 from .approvals import ApprovalPrompt
+from .errors import (
+    AdapterError,
+    FatalAdapterError,
+    MalformedUpdateError,
+    MediaError,
+    MediaTooLargeError,
+    MediaUnavailableError,
+    RateLimitedError,
+)
 from .media import Attachment, OutboundFile
+
+# The adapters' errors (``adapters.errors``) are part of the protocol: exported here with it.
+__all__ = [
+    "Adapter",
+    "AdapterError",
+    "AdapterStateView",
+    "ChatInfo",
+    "ChatType",
+    "Disposition",
+    "FatalAdapterError",
+    "InboundMessage",
+    "MalformedUpdateError",
+    "MediaError",
+    "MediaTooLargeError",
+    "MediaUnavailableError",
+    "MessageHandler",
+    "OutboundMessage",
+    "RateLimitedError",
+    "ReplyError",
+    "ReplyStream",
+    "SendKind",
+    "SendResult",
+    "TokenUsage",
+]
 
 
 class ChatType(StrEnum):
@@ -143,56 +174,6 @@ class ChatInfo:
 
 
 MessageHandler = Callable[[InboundMessage], Awaitable[Disposition]]
-
-
-class AdapterError(GatewayError):
-    """A platform, or the connection to it, failed; the root of every adapter's errors.
-
-    Raised out of ``connect`` it makes the runner restart the adapter; out of
-    ``send`` it makes the delivery ledger record the reply as failed, with this
-    message as the reason.
-    """
-
-
-class FatalAdapterError(AdapterError):
-    """Retrying cannot help (bad token, missing intent): the runner does not restart the adapter."""
-
-
-class RateLimitedError(AdapterError):
-    """The platform refused a call for now (HTTP 429) and said for how long.
-
-    Raised by ``ReplyStream.update``: the gateway shows nothing more until
-    ``retry_after`` has passed, then shows everything written meanwhile at once.
-    """
-
-    def __init__(self, message: str, retry_after: float) -> None:
-        super().__init__(message)
-        self.retry_after = max(0.0, retry_after)
-
-
-class MediaError(AdapterError):
-    """An attachment's bytes could not be had; the message says why, for a person to read."""
-
-
-class MediaTooLargeError(MediaError):
-    """An attachment is larger than the gateway takes (declared, or counted while it arrived)."""
-
-    def __init__(self, message: str, *, size: int | None, limit: int) -> None:
-        super().__init__(message)
-        self.size = size
-        self.limit = limit
-
-
-class MediaUnavailableError(MediaError):
-    """The platform would not hand an attachment over (gone, expired, refused, a dropped download)."""
-
-
-class MalformedUpdateError(AdapterError, ValueError):
-    """A platform update that parses but carries fields of the wrong type.
-
-    Also a ``ValueError``, like the errors the platform libraries raise for a field
-    they cannot parse: a caller of an inbound translation catches both kinds as one.
-    """
 
 
 class ReplyStream(abc.ABC):

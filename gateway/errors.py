@@ -38,7 +38,7 @@ are defined here. This module exports them all::
     │   └── SkillNotFoundError
     ├── ToolError                     core.tools
     │   └── UrlRefusedError             web_fetch will not go there (a private address, a bad scheme)
-    ├── AdapterError                  adapters.base
+    ├── AdapterError                  adapters.errors (exported by adapters.base)
     │   ├── FatalAdapterError           the adapter cannot run with this config (bad token, ...)
     │   ├── ChatGoneError               the terminal chat's connection closed
     │   ├── MalformedUpdateError        a platform sent something we cannot read

@@ -8,16 +8,15 @@ JSON (see ``gateway.control.client``). Operations:
 - ``status`` -> pid, uptime, adapters with their states and last errors, turns, storage
 - ``sessions.rename`` ``{"id_or_prefix", "title"}``, ``sessions.delete`` ``{"id_or_prefix"}``,
   ``sessions.prune`` ``{"older_than_days", "source"}`` -> ``gateway.cli.sessions_admin``
-- ``cron.list``, ``cron.add``, ``cron.pause|resume|remove|run`` -> ``gateway.control.cron_ops``
-- ``users.forget`` -> ``gateway.control.users_ops``
-- ``pairing.list``, ``pairing.approve|deny`` ``{"code"}``, ``pairing.revoke`` -> ``gateway.control.pairing_ops``
+- ``cron.*`` (list, add, pause, resume, remove, run), ``users.forget``, ``pairing.*`` (list, approve,
+  deny, revoke): in their own modules, ``cron_ops``, ``users_ops`` and ``pairing_ops``
 - ``tools`` ``{"platform", "chat_type"}`` -> the tools of such a chat (``gateway.commands.tools``)
 - ``chat.open`` ``{"continue": bool, "resume": "<id|prefix|title>"}`` turns the
   connection into one terminal chat (platform ``cli``); ``chat.send`` ``{"text"}``
   hands it one line; ``chat.info`` tells its session. Answers come back as events
-  (``reply`` / ``notice`` / ``ack`` / ``typing``; ``delta`` / ``restart`` while an answer
-  streams), then ``done`` once the line is fully
-  answered, so a client can send the next one (and /handoff finds the chat idle).
+  (``reply`` / ``notice`` / ``ack`` / ``typing``; ``delta`` / ``restart`` while an answer streams),
+  then ``done`` once the line is fully answered, so a client can send the next one (and /handoff
+  finds the chat idle).
 
 Created at start (a stale socket left by a crashed daemon is removed: the
 writer lock already proves no other daemon owns this home), removed at stop.
@@ -70,8 +69,6 @@ log = structlog.get_logger("hermes.control")
 
 # sockaddr_un.sun_path is 108 bytes including the terminating NUL on Linux
 _MAX_SOCKET_PATH = 107
-
-
 
 
 class GatewayView(Protocol):
