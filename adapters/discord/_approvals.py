@@ -41,7 +41,7 @@ from ..approvals import APPROVAL_CHOICES, ApprovalChoice, ApprovalPrompt, approv
 from ..base import AdapterError, InboundMessage, MessageHandler, OutboundMessage
 from ..choices import ChoicePrompt, press_command
 from ._inbound import PLATFORM, ChannelRef
-from ._interaction import cached_place, interaction_message, mapping, snowflake
+from ._interaction import answerable, cached_place, interaction_message, mapping, respond, snowflake
 from ._outbound import Sender
 
 __all__ = ["ApprovalButtons", "approval_components", "press_to_inbound"]
@@ -174,12 +174,10 @@ class ApprovalButtons:
     def take(self, data: Any, client: discord.Client | None) -> None:
         """An ``INTERACTION_CREATE`` payload, as the gateway sent it (called in discord.py's receive loop:
         it never waits). Presses are acknowledged, then ours go to the router."""
-        if not isinstance(data, Mapping) or data.get("type") != MESSAGE_COMPONENT:
-            return  # commands, modals: not ours to answer
-        interaction_id, token = snowflake(data.get("id")), data.get("token")
-        if interaction_id is None or not isinstance(token, str) or not token or client is None:
-            log.warning("discord.interaction_malformed", id=str(data.get("id"))[:32])
+        answer = answerable(data, MESSAGE_COMPONENT, client)  # commands, modals: not ours to answer
+        if answer is None or client is None:
             return
+        interaction_id, token = answer
         task = asyncio.create_task(self._ack_then_dispatch(client, interaction_id, token, data),
                                    name=f"discord:press:{interaction_id}")
         self._acks.add(task)
@@ -187,20 +185,10 @@ class ApprovalButtons:
 
     async def _ack_then_dispatch(self, client: discord.Client, interaction_id: str, token: str,
                                  data: Mapping[str, Any]) -> None:
-        route = Route("POST", "/interactions/{interaction_id}/{interaction_token}/callback",
-                      interaction_id=int(interaction_id), interaction_token=token)
-        try:
-            await client.http.request(route, json={"type": DEFERRED_UPDATE_MESSAGE})
+        if await respond(client, interaction_id, token, {"type": DEFERRED_UPDATE_MESSAGE}):
             self.acknowledged += 1
-        except (discord.HTTPException, discord.RateLimited) as exc:
-            # Already acknowledged (a RESUME replay) or too late: the press happened all the same, and
-            # the router's dedupe knows a replay.
+        else:
             self.ack_failures += 1
-            log.warning("discord.interaction_ack_failed", interaction_id=interaction_id,
-                        status=getattr(exc, "status", None), code=getattr(exc, "code", None))
-        except Exception as exc:
-            self.ack_failures += 1
-            log.warning("discord.interaction_ack_failed", interaction_id=interaction_id, error=type(exc).__name__)
         try:
             inbound = press_to_inbound(data, cached_place(client, data))
         except Exception as exc:  # an odd payload must cost nothing but this press

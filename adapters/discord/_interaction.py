@@ -7,12 +7,16 @@ from collections.abc import Mapping
 from typing import Any
 
 import discord
+import structlog
+from discord.http import Route
 
 from .._text import clean_text
 from ..base import ChatType, InboundMessage
 from ._inbound import PLATFORM, ChannelRef, classify_channel
 
-__all__ = ["cached_place", "interaction_message", "mapping", "snowflake"]
+__all__ = ["answerable", "cached_place", "interaction_message", "mapping", "respond", "snowflake"]
+
+log = structlog.get_logger("hermes.discord")
 
 #: announcement, public and private threads
 THREAD_TYPES = frozenset({10, 11, 12})
@@ -71,3 +75,34 @@ def interaction_message(data: Mapping[str, Any], cached: ChannelRef | None, *, t
         chat_name=clean_text(channel_name) if isinstance(channel_name, str) else None,
         dedupe_id=f"interaction:{interaction_id}", addressed=True,
     )
+
+
+def answerable(data: Any, kind: int, client: discord.Client | None) -> tuple[str, str] | None:
+    """(id, token) of an ``INTERACTION_CREATE`` payload of ``kind`` this adapter answers; None for
+    another kind (not ours to answer) or one that cannot be answered (logged)."""
+    if not isinstance(data, Mapping) or data.get("type") != kind:
+        return None
+    interaction_id, token = snowflake(data.get("id")), data.get("token")
+    if interaction_id is None or not isinstance(token, str) or not token or client is None:
+        log.warning("discord.interaction_malformed", id=str(data.get("id"))[:32])
+        return None
+    return interaction_id, token
+
+
+async def respond(client: discord.Client, interaction_id: str, token: str, body: Mapping[str, Any]) -> bool:
+    """The interaction's one callback (Discord wants it within 3 s); False when it was refused.
+
+    Refused means already answered (a RESUME replay) or too late: what the person did happened
+    all the same, and the router's dedupe knows a replay, so the caller goes on."""
+    route = Route("POST", "/interactions/{interaction_id}/{interaction_token}/callback",
+                  interaction_id=int(interaction_id), interaction_token=token)
+    try:
+        await client.http.request(route, json=body)
+    except (discord.HTTPException, discord.RateLimited) as exc:
+        log.warning("discord.interaction_ack_failed", interaction_id=interaction_id,
+                    status=getattr(exc, "status", None), code=getattr(exc, "code", None))
+        return False
+    except Exception as exc:
+        log.warning("discord.interaction_ack_failed", interaction_id=interaction_id, error=type(exc).__name__)
+        return False
+    return True

@@ -27,7 +27,7 @@ from .._text import clean_text
 from ..base import AdapterError, InboundMessage, MessageHandler
 from ..commands import MenuCommand
 from ._inbound import PLATFORM
-from ._interaction import cached_place, interaction_message, mapping, snowflake
+from ._interaction import answerable, cached_place, interaction_message, mapping, respond
 
 __all__ = ["SlashCommands", "command_options", "invocation_to_inbound"]
 
@@ -87,12 +87,10 @@ class SlashCommands:
 
     def take(self, data: Any, client: discord.Client | None) -> None:
         """An ``INTERACTION_CREATE`` payload (in discord.py's receive loop: it never waits)."""
-        if not isinstance(data, Mapping) or data.get("type") != APPLICATION_COMMAND:
+        answer = answerable(data, APPLICATION_COMMAND, client)
+        if answer is None or client is None:
             return
-        interaction_id, token = snowflake(data.get("id")), data.get("token")
-        if interaction_id is None or not isinstance(token, str) or not token or client is None:
-            log.warning("discord.interaction_malformed", id=str(data.get("id"))[:32])
-            return
+        interaction_id, token = answer
         task = asyncio.create_task(self._answer_then_dispatch(client, interaction_id, token, data),
                                    name=f"discord:slash:{interaction_id}")
         self._acks.add(task)
@@ -106,15 +104,8 @@ class SlashCommands:
             log.warning("discord.interaction_malformed", interaction_id=interaction_id, error=type(exc).__name__)
             inbound = None
         shown = inbound.text if inbound is not None else "That command could not be read."
-        route = Route("POST", "/interactions/{interaction_id}/{interaction_token}/callback",
-                      interaction_id=int(interaction_id), interaction_token=token)
-        try:
-            await client.http.request(route, json={"type": CHANNEL_MESSAGE_WITH_SOURCE,
-                                                   "data": {"content": f"`{shown[:1990]}`",
-                                                            "allowed_mentions": {"parse": []}}})
-        except (discord.HTTPException, discord.RateLimited) as exc:
-            # Already answered (a RESUME replay) or too late: the router's dedupe knows a replay.
-            log.warning("discord.interaction_ack_failed", interaction_id=interaction_id,
-                        status=getattr(exc, "status", None), code=getattr(exc, "code", None))
+        await respond(client, interaction_id, token, {
+            "type": CHANNEL_MESSAGE_WITH_SOURCE,
+            "data": {"content": f"`{shown[:1990]}`", "allowed_mentions": {"parse": []}}})
         if inbound is not None:
             self._dispatches.schedule(inbound)

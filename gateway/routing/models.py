@@ -76,18 +76,31 @@ def _channel_model(config: Settings, msg: InboundMessage) -> str | None:
 async def effective_model(store: StateStore, config: Settings, msg: InboundMessage,
                           session_id: str | None) -> tuple[str | None, ModelSource]:
     """The model this chat's next turn uses, and where that choice comes from."""
-    own = await store.read(lambda c: settings.get_session(c, session_id, SESSION_MODEL)) if session_id else None
+    if not config.models.allowed:
+        # Nothing to switch to (a channel's model is checked against the list at load): a turn's
+        # path reads nothing.
+        return config.model.default, "default"
+    own, chosen = await store.read(lambda c: (
+        settings.get_session(c, session_id, SESSION_MODEL) if session_id else None,
+        settings.get_global(c, GLOBAL_MODEL)))
     if _allowed(config, own):
         return own, "session"
-    return await _below_session(store, config, msg)
+    return _choose_below_session(config, msg, chosen)
 
 
 async def _below_session(store: StateStore, config: Settings,
                          msg: InboundMessage) -> tuple[str | None, ModelSource]:
+    if _channel_model(config, msg):
+        return _choose_below_session(config, msg, None)
+    return _choose_below_session(config, msg, await store.read(lambda c: settings.get_global(c, GLOBAL_MODEL)))
+
+
+def _choose_below_session(config: Settings, msg: InboundMessage,
+                          global_model: str | None) -> tuple[str | None, ModelSource]:
     channel = _channel_model(config, msg)
     if channel:  # config.yaml said so for this channel (checked against models.allowed at load)
         return channel, "channel"
-    chosen = _allowed(config, await store.read(lambda c: settings.get_global(c, GLOBAL_MODEL)))
+    chosen = _allowed(config, global_model)
     if chosen:
         return chosen, "global"
     return config.model.default, "default"

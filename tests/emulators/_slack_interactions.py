@@ -29,7 +29,7 @@ from urllib.parse import urlencode
 
 import aiohttp
 
-__all__ = ["InteractionMethods", "check_blocks", "sign"]
+__all__ = ["InteractionMethods", "check_action_id", "check_blocks", "sign"]
 
 MAX_BLOCKS, MAX_ELEMENTS, MAX_SECTION, MAX_BUTTON_TEXT, MAX_VALUE, MAX_ID = 50, 25, 3000, 75, 2000, 255
 _press_ids = itertools.count(1)
@@ -94,6 +94,11 @@ def _check_button(element: Any, at: str, action_ids: set[str]) -> str | None:
         return f"must be less than {MAX_VALUE + 1} characters [json-pointer:{at}/value]"
     if element.get("style") not in (None, "primary", "danger"):
         return f"must be one of primary, danger [json-pointer:{at}/style]"
+    return check_action_id(element, at, action_ids)
+
+
+def check_action_id(element: dict[str, Any], at: str, action_ids: set[str]) -> str | None:
+    """An interactive element's ``action_id``: within its length, and unique in its message."""
     action_id = element.get("action_id")
     if action_id is not None:
         if not isinstance(action_id, str) or not 1 <= len(action_id) <= MAX_ID:

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._slack_interactions import check_action_id
+
 __all__ = ["SelectMethods", "check_static_select"]
 
-MAX_OPTIONS, MAX_OPTION_TEXT, MAX_OPTION_VALUE, MAX_PLACEHOLDER, MAX_ID = 100, 75, 150, 150, 255
+MAX_OPTIONS, MAX_OPTION_TEXT, MAX_OPTION_VALUE, MAX_PLACEHOLDER = 100, 75, 150, 150
 
 
 def _plain(obj: Any, at: str, limit: int) -> str | None:
@@ -51,14 +53,7 @@ def check_static_select(element: dict[str, Any], at: str, action_ids: set[str]) 
         values.add(value)
     if "initial_option" in element and element["initial_option"] not in options:
         return f"must match one of the options [json-pointer:{at}/initial_option]"
-    action_id = element.get("action_id")
-    if action_id is not None:
-        if not isinstance(action_id, str) or not 1 <= len(action_id) <= MAX_ID:
-            return f"must be less than {MAX_ID + 1} characters [json-pointer:{at}/action_id]"
-        if action_id in action_ids:
-            return f"action_id already exists [json-pointer:{at}/action_id]"
-        action_ids.add(action_id)
-    return None
+    return check_action_id(element, at, action_ids)
 
 
 class SelectMethods:
