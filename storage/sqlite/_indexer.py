@@ -44,6 +44,8 @@ class Indexer:
         self.last_id = 0
         #: (newest id, monotonic time) when those rows were first seen committed, oldest first
         self._seen: deque[tuple[int, float]] = deque()
+        #: every row up to this id has waited index_lag_max or longer
+        self._due_through = 0
         #: an ahead transaction is open on the connection: the next batch commits it
         self.in_transaction = False
         self._ahead_through = 0
@@ -81,14 +83,13 @@ class Indexer:
         return self.last_id > self.watermark or self.in_transaction
 
     def overdue(self, now: float) -> int:
-        """Rows that must be indexed now: committed over ``index_lag_max`` ago."""
-        ahead = max(self.watermark, self._ahead_through)
-        by_age = 0
-        for last, seen in self._seen:
-            if now - seen < self.settings.index_lag_max:
-                break
-            by_age = last
-        return max(0, by_age - ahead)
+        """Rows that must be indexed now: committed over ``index_lag_max`` ago.
+
+        Once overdue, an entry leaves ``_seen`` for ``_due_through``: under a backlog this runs
+        after every batch, and must not walk the thousand entries a second of writes leaves."""
+        while self._seen and now - self._seen[0][1] >= self.settings.index_lag_max:
+            self._due_through = max(self._due_through, self._seen.popleft()[0])
+        return max(0, self._due_through - max(self.watermark, self._ahead_through))
 
     # ------------------------------------------------------ the ahead transaction
 
