@@ -24,8 +24,9 @@ Public surface, the only one other packages use:
 
 Layout: what every backend shares sits here (``errors``, ``_model``,
 ``_text``, ``_retention``); the SQLite backend is ``storage/sqlite/``, and all
-SQL lives there; the media files are ``storage/media/`` (no SQL). Another backend would be one more sub-package offering the same names,
-and this module would import it instead.
+SQL lives there; the media files are ``storage/media/`` (no SQL). The PostgreSQL backend is
+``storage/postgres/`` (``storage.postgres``, imported by name: it pulls in asyncpg), with its own
+SQL; ``StorageURL`` (``storage.url``) says which backend a deployment uses.
 """
 
 from ._model import (
@@ -49,6 +50,7 @@ from ._model import (
 from ._retention import RetentionPlan, retention_plan
 from ._senders import FORGOTTEN_MARKER, ForgetOutcome, ForgetRequestRow, SenderSession
 from ._text import clean_title, new_session_id, split_lineage_title
+from ._url import StorageURL, parse_storage_url, sqlite_url
 from .errors import (
     AmbiguousSessionError,
     BlobTooLargeError,
@@ -61,6 +63,8 @@ from .errors import (
     StorageError,
     StorageFullError,
     StorageLockedError,
+    StorageUnavailableError,
+    StorageURLError,
     TitleConflictError,
 )
 from .media import BlobInfo, MediaStore, StoredBlob
@@ -146,6 +150,9 @@ __all__ = [
     "StorageError",
     "StorageFullError",
     "StorageLockedError",
+    "StorageURL",
+    "StorageURLError",
+    "StorageUnavailableError",
     "StoredBlob",
     "TitleConflictError",
     "Writer",
@@ -176,6 +183,7 @@ __all__ = [
     "outbound",
     "ownership",
     "pairing",
+    "parse_storage_url",
     "queries",
     "quick_check",
     "read_holder_pid",
@@ -184,6 +192,7 @@ __all__ = [
     "search",
     "settings",
     "split_lineage_title",
+    "sqlite_url",
     "usage",
     "userdata",
 ]

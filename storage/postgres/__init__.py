@@ -1,0 +1,25 @@
+"""The PostgreSQL backend (``storage.url: postgresql://…``): the same tables and meanings as
+state.db, for several gateway nodes sharing one database.
+
+- ``_store``: ``PgStore``, the async door (``write(op)`` in one transaction, ``read(fn)``), a pool
+  of asyncpg connections; ``connect_listener`` for ``LISTEN``.
+- ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
+  advisory lock however many nodes start together.
+
+Functions of a connection are ``async`` (asyncpg) and named as the SQLite backend's, so a caller
+composes them into one ``write`` the same way. All of this backend's SQL lives here.
+"""
+
+from ._conn import PgConnection
+from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
+from ._store import PgStore
+
+__all__ = [
+    "Migration",
+    "PgConnection",
+    "PgStore",
+    "applied_versions",
+    "latest_pg_version",
+    "load_migrations",
+    "migrate",
+]
