@@ -2,15 +2,17 @@
 state.db, for several gateway nodes sharing one database.
 
 - ``_store``: ``PgStore``, the async door (``write(op)`` in one transaction, ``read(fn)``), a pool
-  of asyncpg connections; ``connect_listener`` for ``LISTEN``.
+  of psycopg connections used from worker threads; ``listen_connection`` for ``LISTEN``.
+- ``_conn``: ``PgConnection``, what a function of a connection receives, and ``Row`` (read as
+  ``sqlite3.Row`` is).
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 
-Functions of a connection are ``async`` (asyncpg) and named as the SQLite backend's, so a caller
-composes them into one ``write`` the same way. All of this backend's SQL lives here.
+Functions of a connection are plain functions, named and shaped as the SQLite backend's, so a
+caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
 """
 
-from ._conn import PgConnection
+from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
 
@@ -18,6 +20,7 @@ __all__ = [
     "Migration",
     "PgConnection",
     "PgStore",
+    "Row",
     "applied_versions",
     "latest_pg_version",
     "load_migrations",

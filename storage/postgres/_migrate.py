@@ -1,7 +1,7 @@
 """Versioned migrations: ``migrations/NNNN_name.sql``, applied in order, each once.
 
-Every node runs ``migrate`` at start. The whole run holds a transaction-scoped advisory lock,
-so when three nodes start together one migrates and the others wait, then find nothing to do.
+Every node runs ``migrate`` at start. The run holds a transaction-scoped advisory lock, so when
+three nodes start together one migrates and the others wait, then find nothing to do.
 PostgreSQL's DDL is transactional: a migration that fails leaves no half-built table. A
 migration is never edited once released (its checksum is recorded and compared); a database
 migrated by a newer release is refused rather than written with older assumptions.
@@ -51,43 +51,43 @@ def latest_pg_version() -> int:
     return max((m.version for m in load_migrations()), default=0)
 
 
-async def migrate(conn: PgConnection) -> list[int]:
-    """Apply what is missing; return the versions applied now (empty when up to date)."""
+def migrate(conn: PgConnection) -> list[int]:
+    """Apply what is missing, inside the caller's transaction; return the versions applied now."""
     migrations = load_migrations()
-    applied_now: list[int] = []
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock($1)", LOCK_KEY)
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS hermes_migrations ("
-            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,"
-            " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS hermes_migrations ("
+        " version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,"
+        " applied_at TIMESTAMPTZ NOT NULL DEFAULT now())"
+    )
+    done = {
+        version: checksum
+        for version, checksum in conn.execute("SELECT version, checksum FROM hermes_migrations").fetchall()
+    }
+    known = {m.version for m in migrations}
+    newer = sorted(v for v in done if v not in known)
+    if newer:
+        raise SchemaError(
+            f"the database was migrated by a newer hermes-gateway (migrations {newer}); "
+            "upgrade this node instead of running an older release against it"
         )
-        rows = await conn.fetch("SELECT version, name, checksum FROM hermes_migrations ORDER BY version")
-        done = {r["version"]: r for r in rows}
-        known = {m.version for m in migrations}
-        newer = sorted(v for v in done if v not in known)
-        if newer:
-            raise SchemaError(
-                f"the database was migrated by a newer hermes-gateway (migrations {newer}); "
-                "upgrade this node instead of running an older release against it"
-            )
-        for m in migrations:
-            row = done.get(m.version)
-            if row is not None:
-                if row["checksum"] != m.checksum:
-                    raise SchemaError(f"migration {m.version:04d}_{m.name} differs from the one applied")
-                continue
-            await conn.execute(m.sql)
-            await conn.execute(
-                "INSERT INTO hermes_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                m.version, m.name, m.checksum,
-            )
-            applied_now.append(m.version)
+    applied_now: list[int] = []
+    for m in migrations:
+        if m.version in done:
+            if done[m.version] != m.checksum:
+                raise SchemaError(f"migration {m.version:04d}_{m.name} differs from the one applied")
+            continue
+        conn.execute(m.sql.encode())  # bytes: no parameter parsing, several statements at once
+        conn.execute(
+            "INSERT INTO hermes_migrations (version, name, checksum) VALUES (%s, %s, %s)",
+            (m.version, m.name, m.checksum),
+        )
+        applied_now.append(m.version)
     return applied_now
 
 
-async def applied_versions(conn: PgConnection) -> list[int]:
-    exists = await conn.fetchval("SELECT to_regclass('hermes_migrations') IS NOT NULL")
-    if not exists:
+def applied_versions(conn: PgConnection) -> list[int]:
+    row = conn.execute("SELECT to_regclass('hermes_migrations') IS NOT NULL").fetchone()
+    if row is None or not row[0]:
         return []
-    return [r["version"] for r in await conn.fetch("SELECT version FROM hermes_migrations ORDER BY version")]
+    return [v for (v,) in conn.execute("SELECT version FROM hermes_migrations ORDER BY version").fetchall()]

@@ -1,51 +1,45 @@
-"""``PgStore``: the async door to a PostgreSQL database, the same shape as SQLite's ``StateStore``.
+"""``PgStore``: the door to a PostgreSQL database, the same shape as SQLite's ``StateStore``.
 
-``write(op)`` runs ``op(conn)`` inside one transaction on a pooled connection and resolves after
-COMMIT; ``read(fn)`` runs ``fn(conn)`` in a read-only transaction (one snapshot, as SQLite's readers
-see). The functions of a connection are ``async`` here (asyncpg), named as SQLite's are, so a
-caller composes them the same way. Unlike SQLite there is no single writer: several nodes write
-at once, and PostgreSQL's row locks, unique constraints and ``SKIP LOCKED`` claims do what the
-one writer task does for state.db. A transaction that loses a serialization race or a deadlock
-is run again (bounded); a server that cannot be reached raises ``StorageUnavailableError`` —
-nothing half-written, the caller decides (an inbound update stays unacknowledged).
+``write(op)`` runs ``op(conn)`` inside one transaction on a pooled connection, in a worker
+thread, and resolves after COMMIT; ``read(fn)`` runs ``fn(conn)`` in a read-only transaction
+(one snapshot, as SQLite's readers see). The functions of a connection are plain functions, as
+SQLite's are, so the gateway composes them into one ``write`` the same way whichever backend
+is configured (psycopg 3: a sync driver keeps that one shape; its pool and automatic prepared
+statements do what a driver for asyncio would).
+
+Unlike SQLite there is no single writer: several nodes write at once, and PostgreSQL's row
+locks, unique constraints and ``SKIP LOCKED`` claims do what the one writer task does for
+state.db. A transaction that loses a serialization race or a deadlock is run again (bounded);
+a connection found dead before the transaction began is replaced and the transaction run on a
+fresh one; a server that cannot be reached raises ``StorageUnavailableError`` — nothing half
+written, and the caller decides (an inbound update stays unacknowledged).
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-import asyncpg
+import psycopg
 import structlog
+from psycopg import errors as pg_errors
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from .._url import StorageURL, parse_storage_url
 from ..errors import StorageClosedError, StorageFullError, StorageUnavailableError
-from ._conn import PgConnection
+from ._conn import PgConnection, sqlite_like_row
 from ._migrate import migrate
 
 T = TypeVar("T")
 log = structlog.get_logger("hermes.storage.postgres")
 
-#: errors after which the same transaction, run again, may well succeed
-_RETRYABLE = (asyncpg.SerializationError, asyncpg.DeadlockDetectedError)
-#: errors that mean the server is gone or not answering (not that the statement was wrong)
-_UNREACHABLE: tuple[type[BaseException], ...] = (
-    OSError,
-    asyncio.TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    asyncpg.AdminShutdownError,
-    asyncpg.CrashShutdownError,
-    asyncpg.InterfaceError,
-)
-_CLOSE_ERRORS: tuple[type[BaseException], ...] = (TimeoutError, *_UNREACHABLE)
-_HEALTH_ERRORS: tuple[type[BaseException], ...] = (StorageClosedError, *_UNREACHABLE)
+_RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _ATTEMPTS = 5
-
 
 
 class PgStore:
@@ -57,7 +51,7 @@ class PgStore:
         url: StorageURL | str,
         *,
         min_size: int = 1,
-        max_size: int = 10,
+        max_size: int = 8,
         connect_timeout: float = 10.0,
         statement_timeout: float = 30.0,
         application_name: str = "hermes-gateway",
@@ -68,9 +62,15 @@ class PgStore:
         self._min_size = min_size
         self._max_size = max_size
         self._connect_timeout = connect_timeout
-        self._statement_timeout = statement_timeout
-        self._application_name = application_name
-        self._pool: asyncpg.Pool | None = None
+        self._conn_kwargs: dict[str, Any] = {
+            "autocommit": True,  # transactions are explicit: BEGIN … COMMIT around each op
+            "connect_timeout": max(1, int(connect_timeout)),
+            "application_name": application_name,
+            "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
+            "row_factory": sqlite_like_row,
+        }
+        self._pool: ConnectionPool | None = None
+        self._executor: ThreadPoolExecutor | None = None
         self.migrated: list[int] = []
 
     async def __aenter__(self) -> PgStore:
@@ -81,87 +81,115 @@ class PgStore:
         await self.close()
 
     async def open(self) -> None:
-        try:
-            self._pool = await asyncpg.create_pool(
-                self.url.dsn,
-                min_size=self._min_size,
-                max_size=self._max_size,
-                timeout=self._connect_timeout,
-                command_timeout=self._statement_timeout,
-                server_settings={"application_name": self._application_name},
-            )
-        except _UNREACHABLE as exc:
-            raise StorageUnavailableError(f"cannot reach the database at {self.url.redacted}: {_why(exc)}") from None
-        except asyncpg.InvalidPasswordError:
-            raise StorageUnavailableError(
-                f"the database at {self.url.redacted} refused the user or password in storage.url"
-            ) from None
-        async with self._pool.acquire() as conn:
-            self.migrated = await migrate(conn)
+        await asyncio.to_thread(self._open_sync)
+        self._executor = ThreadPoolExecutor(max_workers=self._max_size, thread_name_prefix="hermes-pg")
         if self.migrated:
             log.info("storage.migrated", url=self.url.redacted, versions=self.migrated)
 
+    def _open_sync(self) -> None:
+        # one plain connection first: a wrong password or a closed port is a clear error now,
+        # where a pool would only keep retrying in the background
+        try:
+            with psycopg.connect(self.url.dsn, **self._conn_kwargs) as conn:
+                with conn.transaction():
+                    self.migrated = migrate(conn)
+        except psycopg.OperationalError as exc:
+            raise StorageUnavailableError(f"cannot use the database at {self.url.redacted}: {_why(exc)}") from None
+        self._pool = ConnectionPool(
+            self.url.dsn,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            kwargs=self._conn_kwargs,
+            timeout=self._connect_timeout,
+            name="hermes",
+            open=False,
+        )
+        self._pool.open(wait=True, timeout=self._connect_timeout)
+
     async def close(self) -> None:
         pool, self._pool = self._pool, None
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False, cancel_futures=True)
         if pool is not None:
-            try:
-                await asyncio.wait_for(pool.close(), timeout=10)
-            except _CLOSE_ERRORS:
-                pool.terminate()
+            await asyncio.to_thread(pool.close, 10.0)
 
     @property
-    def pool(self) -> asyncpg.Pool:
+    def pool(self) -> ConnectionPool:
         if self._pool is None:
             raise StorageClosedError("the database pool is closed")
         return self._pool
 
-    async def write(self, op: Callable[[PgConnection], Awaitable[T]]) -> T:
+    async def write(self, op: Callable[[PgConnection], T]) -> T:
         """``op`` in one transaction; run again on a serialization failure or deadlock."""
-        return await self._run(op, readonly=False)
+        return await self._submit(op, readonly=False)
 
-    async def read(self, fn: Callable[[PgConnection], Awaitable[T]]) -> T:
-        return await self._run(fn, readonly=True)
+    async def read(self, fn: Callable[[PgConnection], T]) -> T:
+        return await self._submit(fn, readonly=True)
 
-    async def _run(self, fn: Callable[[PgConnection], Awaitable[T]], *, readonly: bool) -> T:
+    def run_sync(self, fn: Callable[[PgConnection], T], *, readonly: bool = False) -> T:
+        """The same transaction, from a thread that may block (the command line, a copy)."""
+        return self._transaction(fn, readonly)
+
+    async def _submit(self, fn: Callable[[PgConnection], T], *, readonly: bool) -> T:
+        if self._executor is None:
+            raise StorageClosedError("the database pool is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._transaction, fn, readonly)
+
+    def _transaction(self, fn: Callable[[PgConnection], T], readonly: bool) -> T:
+        begin = "BEGIN READ ONLY" if readonly else "BEGIN"
         for attempt in range(1, _ATTEMPTS + 1):
             try:
-                async with self.pool.acquire() as conn, conn.transaction(readonly=readonly):
-                    return await fn(conn)
+                with self.pool.connection() as conn:
+                    try:
+                        conn.execute(begin)
+                    except psycopg.OperationalError:
+                        # dead before anything of ours ran (the server restarted): a fresh connection
+                        if attempt == _ATTEMPTS:
+                            raise
+                        continue
+                    try:
+                        result = fn(conn)
+                        conn.execute("COMMIT")
+                        return result
+                    except BaseException:
+                        if not conn.broken:
+                            conn.execute("ROLLBACK")
+                        raise
             except _RETRYABLE:
                 if attempt == _ATTEMPTS:
                     raise
-                await asyncio.sleep(random.uniform(0, 0.01 * 2**attempt))
-            except asyncpg.DiskFullError:
+                time.sleep(random.uniform(0, 0.01 * 2**attempt))
+            except pg_errors.DiskFull:
                 raise StorageFullError("the database server's disk is full; nothing was written") from None
-            except _UNREACHABLE as exc:
-                if isinstance(exc, asyncpg.InterfaceError) and "pool is closing" in str(exc):
-                    raise StorageClosedError("the database pool is closing") from None
-                raise StorageUnavailableError(
-                    f"the database at {self.url.redacted} is unavailable: {_why(exc)}"
-                ) from None
+            except PoolClosed:
+                raise StorageClosedError("the database pool is closed") from None
+            except (psycopg.OperationalError, PoolTimeout) as exc:
+                raise StorageUnavailableError(f"the database at {self.url.redacted} is unavailable: {_why(exc)}") from None
         raise AssertionError("unreachable")
 
     async def healthy(self) -> bool:
         """True when a round trip to the server succeeds now (``/readyz``)."""
         try:
-            async with self.pool.acquire(timeout=2) as conn:
-                return bool(await conn.fetchval("SELECT 1", timeout=2) == 1)
-        except _HEALTH_ERRORS:
+            return bool(await self.read(_select_one))
+        except (StorageUnavailableError, StorageClosedError):
             return False
 
-    async def connect_listener(self) -> asyncpg.Connection:
-        """A connection of its own (outside the pool) for ``LISTEN``: it must stay open and idle."""
+    async def listen_connection(self) -> psycopg.AsyncConnection[Any]:
+        """A connection of its own, outside the pool, for ``LISTEN`` (it stays open and idle)."""
         try:
-            conn: asyncpg.Connection = await asyncpg.connect(
-                self.url.dsn, timeout=self._connect_timeout,
-                server_settings={"application_name": f"{self._application_name}/listen"},
-            )
-        except _UNREACHABLE as exc:
+            return await psycopg.AsyncConnection.connect(self.url.dsn, **self._conn_kwargs)
+        except psycopg.OperationalError as exc:
             raise StorageUnavailableError(f"cannot reach the database at {self.url.redacted}: {_why(exc)}") from None
-        return conn
+
+
+def _select_one(conn: PgConnection) -> bool:
+    row = conn.execute("SELECT 1").fetchone()
+    return row is not None and row[0] == 1
 
 
 def _why(exc: BaseException) -> str:
-    """What went wrong, in words that never carry the DSN."""
+    """What went wrong, in words that never carry the DSN (libpq's messages name host and user only)."""
     text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:200]
+    return " ".join(text.split())[:240]

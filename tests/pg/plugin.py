@@ -25,7 +25,7 @@ def _migrate_template(url: str) -> None:
 
     async def go() -> None:
         async with PgStore(url, min_size=1, max_size=1):
-            pass
+            pass  # open() migrates
 
     asyncio.run(go())
 
