@@ -138,7 +138,8 @@ class PgStore:
         return await loop.run_in_executor(self._executor, self._transaction, fn, readonly)
 
     def _transaction(self, fn: Callable[[PgConnection], T], readonly: bool) -> T:
-        begin = "BEGIN READ ONLY" if readonly else "BEGIN"
+        # a read sees one snapshot for all its statements, as SQLite's readers do
+        begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if readonly else "BEGIN"
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 with self.pool.connection() as conn:
