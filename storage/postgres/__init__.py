@@ -6,7 +6,8 @@ state.db, for several gateway nodes sharing one database.
 - ``_conn``: ``PgConnection``, what a function of a connection receives, and ``Row`` (read as
   ``sqlite3.Row`` is).
 - ``_ops`` (``ops``): sessions' and messages' writes, titles, deletes, prunes (``_prune``: what a
-  prune deletes); ``_attachments`` (``attachments``): the rows of the files that came with messages.
+  prune deletes); ``_attachments`` (``attachments``): the rows of the files that came with messages;
+  ``_history`` (``history``): /retry's superseded answers, /undo.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 
@@ -15,6 +16,7 @@ caller composes them into one ``write`` the same way. All of this backend's SQL 
 """
 
 from . import _attachments as attachments
+from . import _history as history
 from . import _ops as ops
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
@@ -27,6 +29,7 @@ __all__ = [
     "Row",
     "applied_versions",
     "attachments",
+    "history",
     "latest_pg_version",
     "load_migrations",
     "migrate",
