@@ -146,7 +146,7 @@ async def test_undo_fails_whole_or_not_at_all(db: Db) -> None:
 async def test_undo_while_messages_are_appended_keeps_the_counters_right(db: Db) -> None:
     await _start(db)
     for i in range(5):
-        await db.write(lambda c, i=i: _exchange(c, db, "s1", f"q{i}", f"a{i}", tool=True))
+        await db.write(partial(_exchange, db=db, sid="s1", question=f"q{i}", answer=f"a{i}", tool=True))
     appends = [db.write(partial(db.m.ops.append_message, session_id="s1", role="assistant", content=f"x{i}",
                                 tool_calls=CALL)) for i in range(20)]
     undos = [db.write(partial(db.m.history.undo, session_id="s1", exchanges=1)) for _ in range(3)]
