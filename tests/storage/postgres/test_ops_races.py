@@ -26,7 +26,7 @@ async def store(pg_url: str) -> AsyncIterator[PgStore]:
         yield s
 
 
-async def _while_other_holds(pg_url: str, store: PgStore, other: Callable[[psycopg.Connection[Any]], None],
+async def _while_other_holds(pg_url: str, store: PgStore, other: Callable[[psycopg.Connection[Any]], object],
                              ours: Callable[[Any], T]) -> T:
     """``other`` runs in an open transaction of another connection; ``ours`` is written while it is
     open, and it commits once ``ours`` waits for one of its locks."""
@@ -44,10 +44,15 @@ async def _while_other_holds(pg_url: str, store: PgStore, other: Callable[[psyco
         return await task
 
 
+def _one(conn: Any, sql: str) -> Any:
+    row = conn.execute(sql).fetchone()
+    assert row is not None
+    return row[0]
+
+
 async def test_a_title_taken_by_another_node_meanwhile_is_a_conflict_the_caller_can_catch(
         pg_url: str, store: PgStore) -> None:
-    for sid in ("s1", "s2"):
-        await store.write(lambda c, sid=sid: ops.create_session(c, sid, "cli"))
+    await store.write(lambda c: (ops.create_session(c, "s1", "cli"), ops.create_session(c, "s2", "cli")))
 
     def ours(conn: Any) -> tuple[str, str | None]:
         try:
@@ -66,7 +71,7 @@ async def test_a_delete_waits_for_a_message_another_node_is_appending_and_takes_
     deleted = await _while_other_holds(pg_url, store, lambda node: ops.append_message(node, "s1", "user", "late"),
                                        lambda c: ops.delete_session(c, "s1"))
     assert deleted
-    assert await store.read(lambda c: c.execute("SELECT count(*) FROM messages").fetchone()[0]) == 0
+    assert await store.read(lambda c: _one(c, "SELECT count(*) FROM messages")) == 0
     with pytest.raises(SessionNotFoundError):  # and a later append finds the session gone
         await store.write(lambda c: ops.append_message(c, "s1", "user", "later"))
 
@@ -79,9 +84,7 @@ async def test_an_undo_counts_what_another_node_appended_before_it(pg_url: str, 
         pg_url, store, lambda node: ops.append_message(node, "s1", "assistant", None, tool_calls=calls),
         lambda c: ops.delete_messages_from(c, "s1", first))
     assert went == 2
-    counts = await store.read(lambda c: tuple(c.execute(
-        "SELECT message_count, tool_call_count FROM sessions").fetchone()))
-    assert counts == (0, 0)
+    assert await store.read(lambda c: _one(c, "SELECT message_count + tool_call_count FROM sessions")) == 0
 
 
 async def test_a_prune_keeps_a_parent_another_node_just_continued(pg_url: str, store: PgStore) -> None:
@@ -93,5 +96,4 @@ async def test_a_prune_keeps_a_parent_another_node_just_continued(pg_url: str, s
         pg_url, store, lambda node: ops.create_session(node, "new", "cli", parent_session_id="old", started_at=now),
         lambda c: ops.prune(c, 100, now=now))
     assert (result.deleted, result.skipped) == (0, (PruneSkip("old", None, "new"),))
-    assert await store.read(lambda c: c.execute("SELECT parent_session_id FROM sessions WHERE id = 'new'")
-                            .fetchone()[0]) == "old"
+    assert await store.read(lambda c: _one(c, "SELECT parent_session_id FROM sessions WHERE id = 'new'")) == "old"
