@@ -5,6 +5,9 @@ state.db, for several gateway nodes sharing one database.
   of psycopg connections used from worker threads; ``listen_connection`` for ``LISTEN``.
 - ``_conn``: ``PgConnection``, what a function of a connection receives, and ``Row`` (read as
   ``sqlite3.Row`` is).
+- ``_ops`` (``ops``): sessions' and messages' writes, titles, deletes, prunes (``_prune``: what a
+  prune deletes); ``_attachments`` (``attachments``): the rows of the files that came with messages;
+  ``_history`` (``history``): /retry's superseded answers, /undo.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 
@@ -12,6 +15,9 @@ Functions of a connection are plain functions, named and shaped as the SQLite ba
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
 """
 
+from . import _attachments as attachments
+from . import _history as history
+from . import _ops as ops
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
@@ -22,7 +28,10 @@ __all__ = [
     "PgStore",
     "Row",
     "applied_versions",
+    "attachments",
+    "history",
     "latest_pg_version",
     "load_migrations",
     "migrate",
+    "ops",
 ]
