@@ -7,11 +7,14 @@ state.db, for several gateway nodes sharing one database.
   ``sqlite3.Row`` is).
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
+- ``queries``: reads of sessions and messages (recent sessions, an id by prefix, lineage,
+  export, what a prune deletes), in state.db's order.
 
 Functions of a connection are plain functions, named and shaped as the SQLite backend's, so a
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
 """
 
+from . import _queries as queries
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
@@ -25,4 +28,5 @@ __all__ = [
     "latest_pg_version",
     "load_migrations",
     "migrate",
+    "queries",
 ]
