@@ -9,12 +9,14 @@ state.db, for several gateway nodes sharing one database.
   advisory lock however many nodes start together.
 - ``queries``: reads of sessions and messages (recent sessions, an id by prefix, lineage,
   export, what a prune deletes), in state.db's order.
+- ``usage``: token sums per local day, per session and per person.
 
 Functions of a connection are plain functions, named and shaped as the SQLite backend's, so a
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
 """
 
 from . import _queries as queries
+from . import _usage as usage
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
@@ -29,4 +31,5 @@ __all__ = [
     "load_migrations",
     "migrate",
     "queries",
+    "usage",
 ]
