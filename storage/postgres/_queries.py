@@ -39,20 +39,39 @@ _CONVERSATION_ROLES = ("user", "assistant", "tool")
 
 @contextmanager
 def snapshot(conn: PgConnection) -> Iterator[PgConnection]:
-    """Several reads that see one state of the database. A read's transaction is READ
-    COMMITTED (each statement its own snapshot); this makes it REPEATABLE READ, which must
-    happen before its first query, as SQLite's BEGIN must come before the reads it groups."""
+    """Several reads that see one state of the database, as SQLite's BEGIN … COMMIT on a reader.
+
+    A read's transaction is READ COMMITTED (each statement sees its own snapshot). In a read the
+    block runs in a REPEATABLE READ transaction of its own, begun here (reads before it, like
+    SQLite's autocommitted ones, saw their own state); the reads after it see the newest state
+    again. In a write, the transaction becomes REPEATABLE READ, which PostgreSQL allows only
+    before its first query (SQLite refuses a snapshot inside a write altogether)."""
     # SHOW takes no snapshot, so SET TRANSACTION is still allowed after it.
-    level = conn.execute("SHOW transaction_isolation").fetchone()
-    if level is None or level[0] not in ("repeatable read", "serializable"):
+    row = conn.execute("SHOW transaction_read_only").fetchone()
+    if row is None or row[0] != "on":
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        yield conn
+        return
+    conn.execute("COMMIT")  # a read-only transaction: nothing to lose
+    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
     yield conn
+    # not on an error: the store rolls the transaction back
+    conn.execute("COMMIT")
+    conn.execute("BEGIN READ ONLY")
+
+
+def _has_nul(text: str) -> bool:
+    """PostgreSQL's text holds no NUL character: a lookup of one finds nothing (as in state.db,
+    where no id or title has one) rather than failing."""
+    return "\x00" in text
 
 
 # ---------------------------------------------------------------- sessions
 
 
 def get_session(conn: PgConnection, session_id: str) -> dict[str, Any] | None:
+    if _has_nul(session_id):
+        return None
     row = conn.execute("SELECT * FROM sessions WHERE id = %s", (session_id,)).fetchone()
     return None if row is None else _row_dict(row)
 
@@ -60,10 +79,13 @@ def get_session(conn: PgConnection, session_id: str) -> dict[str, Any] | None:
 def resolve_session_id(conn: PgConnection, id_or_prefix: str) -> str:
     """A full id, or a prefix that matches exactly one session (ASCII case ignored, as SQLite's
     LIKE does)."""
-    if conn.execute("SELECT 1 FROM sessions WHERE id = %s", (id_or_prefix,)).fetchone():
+    if not _has_nul(id_or_prefix) and conn.execute("SELECT 1 FROM sessions WHERE id = %s",
+                                                   (id_or_prefix,)).fetchone():
         return id_or_prefix
     if not id_or_prefix:
         raise SessionNotFoundError("No session id given.")
+    if _has_nul(id_or_prefix):
+        raise SessionNotFoundError(f"No session id starts with '{id_or_prefix}'.")
     rows = conn.execute(
         f"SELECT id FROM sessions s WHERE {_ascii_lower_sql('s.id')} LIKE %s ESCAPE '\\' "
         f"ORDER BY s.started_at DESC, {_SEQ.format(alias='s')} LIMIT 11",
@@ -78,6 +100,8 @@ def resolve_session_id(conn: PgConnection, id_or_prefix: str) -> str:
 
 def resolve_session_by_title(conn: PgConnection, title: str) -> str | None:
     """The most recent session of the title's lineage (``X``, ``X #2``, ...)."""
+    if _has_nul(title):
+        return None
     base, _ = split_lineage_title(title)
     exact = conn.execute("SELECT id FROM sessions WHERE title = %s", (title,)).fetchone()
     # Case-sensitive LIKE where SQLite's ignores ASCII case: the lineage is filtered on the
@@ -95,6 +119,8 @@ def resolve_session_by_title(conn: PgConnection, title: str) -> str | None:
 
 
 def title_in_use(conn: PgConnection, title: str) -> bool:
+    if _has_nul(title):
+        return False
     return conn.execute("SELECT 1 FROM sessions WHERE title = %s", (title,)).fetchone() is not None
 
 

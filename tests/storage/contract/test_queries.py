@@ -406,16 +406,39 @@ async def test_export_session_and_export_all(db: Db) -> None:
 async def test_a_snapshot_does_not_see_what_commits_during_it(db: Db) -> None:
     await _insert_session(db, "s1")
     loop = asyncio.get_running_loop()
+    q = db.m.queries
 
-    def read(conn: Any) -> tuple[int, int]:
-        with db.m.queries.snapshot(conn):
-            before = db.m.queries.count_sessions(conn)
-            # another transaction commits between the two reads of this one
-            asyncio.run_coroutine_threadsafe(_insert_session(db, "s2"), loop).result()
-            return before, db.m.queries.count_sessions(conn)
+    def insert(sid: str) -> None:  # another transaction, committed while this read runs
+        asyncio.run_coroutine_threadsafe(_insert_session(db, sid), loop).result()
+
+    def read(conn: Any) -> tuple[int, ...]:
+        with q.snapshot(conn):
+            before = q.count_sessions(conn)
+            insert("s2")
+            return before, q.count_sessions(conn)
 
     assert await db.read(read) == (1, 1)
-    assert await db.read(partial(db.m.queries.count_sessions)) == 2
+
+    def read_around(conn: Any) -> tuple[int, ...]:
+        outside = q.count_sessions(conn)  # a read before the snapshot sees its own state
+        insert("s3")
+        with q.snapshot(conn):
+            first = q.count_sessions(conn)
+            insert("s4")
+            second = q.count_sessions(conn)
+        return outside, first, second, q.count_sessions(conn)  # and one after it the newest
+
+    assert await db.read(read_around) == (2, 3, 3, 4)
+
+
+async def test_a_lookup_with_a_nul_character_finds_nothing(db: Db) -> None:
+    await _insert_session(db, "abc", title="Named")
+    q = db.m.queries
+    assert await db.read(partial(q.get_session, session_id="abc\x00")) is None
+    assert await db.read(partial(q.title_in_use, title="Named\x00")) is False
+    assert await db.read(partial(q.resolve_session_by_title, title="Named\x00")) is None
+    with pytest.raises(SessionNotFoundError):
+        await db.read(partial(q.resolve_session_id, id_or_prefix="\x00abc"))
 
 
 # --------------------------------------------------------------------- prune
