@@ -222,6 +222,9 @@ def recent_sessions(
     return [_row_dict(r) for r in conn.execute(sql, params)]
 
 
+_TOTAL = "(COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0))"
+
+
 def token_stats(conn: PgConnection, *, top: int = 10) -> dict[str, list[dict[str, Any]]]:
     by_model = conn.execute(
         f"""
@@ -234,11 +237,13 @@ def token_stats(conn: PgConnection, *, top: int = 10) -> dict[str, list[dict[str
         ORDER BY total_cost DESC NULLS LAST, model {_C}
         """
     ).fetchall()
+    # Ties in stored order: a hash join costs about what the scan does whatever the totals are,
+    # where a lookup per row would cost far more when most sessions tie (all zero, say).
     heaviest = conn.execute(
         f"""
-        SELECT id, title, model, COALESCE(input_tokens, 0) + COALESCE(output_tokens, 0) AS total_tokens,
-               estimated_cost_usd
-        FROM sessions s ORDER BY total_tokens DESC, {_SEQ.format(alias='s')} LIMIT %s
+        SELECT id, title, model, {_TOTAL} AS total_tokens, estimated_cost_usd
+        FROM sessions s LEFT JOIN gateway_session_order o ON o.session_id = s.id
+        ORDER BY total_tokens DESC, o.seq LIMIT %s
         """,
         (top if top >= 0 else None,),
     ).fetchall()
