@@ -210,6 +210,8 @@ async def test_recent_sessions_with_preview_and_last_active(db: Db) -> None:
     assert _ids(await db.read(partial(recent, user_id="u2"))) == ["new", "mid"]
     assert _ids(await db.read(partial(recent, source="cli", user_id="u2"))) == ["new"]
     assert _ids(await db.read(partial(recent, limit=1))) == ["new"]
+    assert await db.read(partial(recent, limit=0)) == []
+    assert _ids(await db.read(partial(recent, limit=-1))) == ["new", "mid", "old"]  # SQLite: no limit
     assert _ids(await db.read(partial(recent, session_ids=["old", "mid", "nope"]))) == ["mid", "old"]
     assert await db.read(partial(recent, session_ids=[])) == []
 
@@ -281,6 +283,8 @@ async def test_token_stats_by_model_and_heaviest_sessions(db: Db) -> None:
     assert _ids(top[:3]) == ["c", "a", "b"]
     assert top[0] == {"id": "c", "title": None, "model": "m-small", "total_tokens": 3001, "estimated_cost_usd": 0.05}
     assert _ids((await db.read(partial(db.m.queries.token_stats, top=1)))["top_sessions"]) == ["c"]
+    assert (await db.read(partial(db.m.queries.token_stats, top=0)))["top_sessions"] == []
+    assert len((await db.read(partial(db.m.queries.token_stats, top=-1)))["top_sessions"]) == 7
 
 
 async def test_stats_counts_sessions_messages_and_sources(db: Db) -> None:
@@ -429,6 +433,14 @@ async def test_a_snapshot_does_not_see_what_commits_during_it(db: Db) -> None:
         return outside, first, second, q.count_sessions(conn)  # and one after it the newest
 
     assert await db.read(read_around) == (2, 3, 3, 4)
+
+    def load(conn: Any) -> tuple[Any, int]:  # as StateStore.load_conversation reads, again and again
+        with q.snapshot(conn):
+            return q.get_session(conn, "s1"), len(q.get_messages_as_conversation(conn, "s1"))
+
+    for _ in range(12):  # past psycopg's threshold for preparing a statement it has seen
+        session, _n = await db.read(load)
+        assert session is not None and session["id"] == "s1"
 
 
 async def test_a_lookup_with_a_nul_character_finds_nothing(db: Db) -> None:
