@@ -20,6 +20,15 @@ from .conftest import Db
 
 T0 = 1_700_000_000.0
 DAY = 86400.0
+#: the reference's v11 columns: a read returns these, on either backend, and nothing more
+SESSION_COLUMNS = ["id", "source", "user_id", "model", "model_config", "system_prompt", "parent_session_id",
+                   "started_at", "ended_at", "end_reason", "message_count", "tool_call_count", "input_tokens",
+                   "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens",
+                   "billing_provider", "billing_base_url", "billing_mode", "estimated_cost_usd", "actual_cost_usd",
+                   "cost_status", "cost_source", "pricing_version", "title", "api_call_count"]
+MESSAGE_COLUMNS = ["id", "session_id", "role", "content", "tool_call_id", "tool_calls", "tool_name", "timestamp",
+                   "token_count", "finish_reason", "reasoning", "reasoning_content", "reasoning_details",
+                   "codex_reasoning_items", "codex_message_items"]
 TOOL_CALLS = [
     {"id": "call_1", "type": "function", "function": {"name": "terminal", "arguments": '{"cmd": "ls"}'}},
 ]
@@ -81,6 +90,7 @@ async def test_get_session_returns_its_columns_and_none_when_missing(db: Db) -> 
                           model_config='{"temperature":0.2}', input_tokens=5, estimated_cost_usd=0.5)
     s = await db.read(partial(db.m.queries.get_session, session_id="s1"))
     assert s is not None
+    assert sorted(s) == sorted(SESSION_COLUMNS)
     assert (s["id"], s["source"], s["model"], s["user_id"], s["system_prompt"]) == ("s1", "telegram", "m", "u1",
                                                                                    "be brief")
     assert s["started_at"] == T0 and isinstance(s["started_at"], float)
@@ -205,6 +215,7 @@ async def test_recent_sessions_with_preview_and_last_active(db: Db) -> None:
     assert by_id["mid"]["preview"] == "Wëather in Las Vegas? 🌵"
     assert by_id["new"]["preview"] == "" and by_id["new"]["last_active"] == T0 + 200
     assert by_id["old"]["source"] == "cli" and by_id["old"]["user_id"] == "u1"
+    assert sorted(by_id["old"]) == sorted([*SESSION_COLUMNS, "preview", "last_active"])
 
     assert _ids(await db.read(partial(recent, source="cli"))) == ["new", "old"]
     assert _ids(await db.read(partial(recent, user_id="u2"))) == ["new", "mid"]
@@ -315,6 +326,7 @@ async def test_get_messages_decodes_json_fields_in_id_order(db: Db) -> None:
     await _insert_message(db, "s1", "assistant", "bad json", tool_calls="{not json")
     messages = await db.read(partial(db.m.queries.get_messages, session_id="s1"))
     assert [m["id"] for m in messages] == sorted(m["id"] for m in messages) and messages[0]["id"] == first
+    assert sorted(messages[0]) == sorted(MESSAGE_COLUMNS)
     m = messages[1]
     assert m["id"] == mid and m["session_id"] == "s1" and m["timestamp"] == T0 + 1
     assert m["tool_calls"] == TOOL_CALLS
@@ -391,6 +403,7 @@ async def test_export_session_and_export_all(db: Db) -> None:
     exported = await db.read(partial(q.export_session, session_id="c1"))
     assert exported is not None
     assert (exported["id"], exported["source"], exported["title"]) == ("c1", "cli", "Greeting")
+    assert sorted(exported) == sorted([*SESSION_COLUMNS, "messages", "attachments"])
     assert [(m["role"], m["content"]) for m in exported["messages"]] == [("user", "hi"), ("assistant", "hello")]
     assert exported["messages"][1]["tool_calls"] == TOOL_CALLS
     assert exported["attachments"] == [{"message_id": mid, "kind": "image", "mime": "image/png", "name": "cat.png",
