@@ -10,14 +10,23 @@ state.db, for several gateway nodes sharing one database.
   ``_history`` (``history``): /retry's superseded answers, /undo.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
+- ``queries``: reads of sessions and messages (recent sessions, an id by prefix, lineage,
+  export, what a prune deletes), in state.db's order.
+- ``usage``: token sums per local day, per session and per person.
+- ``settings``: settings changed at run time, a session's and the gateway's global ones.
+- ``approvals``: the action patterns a session approved "always".
 
 Functions of a connection are plain functions, named and shaped as the SQLite backend's, so a
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
 """
 
+from . import _approvals as approvals
 from . import _attachments as attachments
 from . import _history as history
 from . import _ops as ops
+from . import _queries as queries
+from . import _settings as settings
+from . import _usage as usage
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
@@ -28,10 +37,14 @@ __all__ = [
     "PgStore",
     "Row",
     "applied_versions",
+    "approvals",
     "attachments",
     "history",
     "latest_pg_version",
     "load_migrations",
     "migrate",
     "ops",
+    "queries",
+    "settings",
+    "usage",
 ]
