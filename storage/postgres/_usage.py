@@ -10,9 +10,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .._usage_rows import UsageRow as UsageRow
-from .._usage_rows import UsageTotals as UsageTotals
-from .._usage_rows import UserUsage as UserUsage
+from .._records import UsageRow as UsageRow
+from .._records import UsageTotals as UsageTotals
+from .._records import UserUsage as UserUsage
 from ._conn import PgConnection
 
 _C = 'COLLATE "C"'  # text sorted by code point, as state.db's BINARY
