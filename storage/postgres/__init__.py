@@ -5,6 +5,8 @@ state.db, for several gateway nodes sharing one database.
   of psycopg connections used from worker threads; ``listen_connection`` for ``LISTEN``.
 - ``_conn``: ``PgConnection``, what a function of a connection receives, and ``Row`` (read as
   ``sqlite3.Row`` is).
+- ``_inbound`` (``inbound``): the dedupe record; the primary key dedupes across nodes.
+- ``_outbound`` (``outbound``): the delivery ledger; ``pending`` claims with ``SKIP LOCKED``.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 
@@ -12,6 +14,8 @@ Functions of a connection are plain functions, named and shaped as the SQLite ba
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
 """
 
+from . import _inbound as inbound
+from . import _outbound as outbound
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
@@ -22,7 +26,9 @@ __all__ = [
     "PgStore",
     "Row",
     "applied_versions",
+    "inbound",
     "latest_pg_version",
     "load_migrations",
     "migrate",
+    "outbound",
 ]
