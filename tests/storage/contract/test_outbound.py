@@ -150,7 +150,7 @@ async def test_a_damaged_row_reads_as_no_files_and_no_messages(db: Db) -> None:
 
 
 async def test_a_claim_takes_what_was_left_before_the_start_once(db: Db) -> None:
-    before = [await db.write(lambda c, n=n: _record(db.m, c, f"cut off {n}", T0 + n)) for n in range(3)]
+    before = [await db.write(partial(_record, db.m, text=f"cut off {n}", now=T0 + n)) for n in range(3)]
     await db.write(lambda c: _record(db.m, c, "written after the start", T0 + 10))
     claimed = await db.write(lambda c: _claim(db.m, c, "telegram", cutoff=T0 + 1, since=T0 + 5))
     assert [r.id for r in claimed] == before[1:]  # the oldest expired, the newest is not the crash's
@@ -175,7 +175,7 @@ async def test_a_node_claiming_skips_the_rows_another_node_is_claiming(pg_url: s
         return rows
 
     async with PgStore(pg_url) as node_a, PgStore(pg_url) as node_b:
-        ids = [await node_a.write(lambda c, n=n: _record(_PG, c, f"r{n}", T0 + n)) for n in range(5)]
+        ids = [await node_a.write(partial(_record, _PG, text=f"r{n}", now=T0 + n)) for n in range(5)]
         task_a = asyncio.create_task(node_a.write(claim_slowly))
         assert await asyncio.to_thread(a_read.wait, 120)
         claimed_b = await node_b.write(lambda c: _claim(_PG, c, "telegram"))
@@ -193,7 +193,7 @@ async def test_three_nodes_claiming_while_replies_are_written_claim_each_row_onc
 
     async def writer(store: PgStore) -> None:
         for n in range(total):
-            written.append(await store.write(lambda c, n=n: _record(_PG, c, f"r{n}", T0 + n)))
+            written.append(await store.write(partial(_record, _PG, text=f"r{n}", now=T0 + n)))
         done.set()
 
     async def claimer(store: PgStore) -> list[int]:
