@@ -5,6 +5,7 @@ state.db, for several gateway nodes sharing one database.
   of psycopg connections used from worker threads; ``listen_connection`` for ``LISTEN``.
 - ``_conn``: ``PgConnection``, what a function of a connection receives, and ``Row`` (read as
   ``sqlite3.Row`` is).
+- ``_bindings`` (``bindings``): the routing index; ``lookup`` in a write locks its key.
 - ``_inbound`` (``inbound``): the dedupe record; the primary key dedupes across nodes.
 - ``_outbound`` (``outbound``): the delivery ledger; ``pending`` claims with ``SKIP LOCKED``.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
@@ -14,6 +15,7 @@ Functions of a connection are plain functions, named and shaped as the SQLite ba
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
 """
 
+from . import _bindings as bindings
 from . import _inbound as inbound
 from . import _outbound as outbound
 from ._conn import PgConnection, Row
@@ -26,6 +28,7 @@ __all__ = [
     "PgStore",
     "Row",
     "applied_versions",
+    "bindings",
     "inbound",
     "latest_pg_version",
     "load_migrations",
