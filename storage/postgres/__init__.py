@@ -8,6 +8,7 @@ state.db, for several gateway nodes sharing one database.
 - ``_bindings`` (``bindings``): the routing index; ``lookup`` in a write locks its key.
 - ``_inbound`` (``inbound``): the dedupe record; the primary key dedupes across nodes.
 - ``_outbound`` (``outbound``): the delivery ledger; ``pending`` claims with ``SKIP LOCKED``.
+- ``_ownership`` (``ownership``): which sessions a chat may see and resume.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 
@@ -18,6 +19,7 @@ caller composes them into one ``write`` the same way. All of this backend's SQL 
 from . import _bindings as bindings
 from . import _inbound as inbound
 from . import _outbound as outbound
+from . import _ownership as ownership
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
@@ -34,4 +36,5 @@ __all__ = [
     "load_migrations",
     "migrate",
     "outbound",
+    "ownership",
 ]
