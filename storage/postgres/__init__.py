@@ -6,6 +6,7 @@ state.db, for several gateway nodes sharing one database.
 - ``_conn``: ``PgConnection``, what a function of a connection receives, and ``Row`` (read as
   ``sqlite3.Row`` is).
 - ``_bindings`` (``bindings``): the routing index; ``lookup`` in a write locks its key.
+- ``_handoffs`` (``handoffs``): handoff rows, changed by compare-and-set only.
 - ``_inbound`` (``inbound``): the dedupe record; the primary key dedupes across nodes.
 - ``_outbound`` (``outbound``): the delivery ledger; ``pending`` claims with ``SKIP LOCKED``.
 - ``_ownership`` (``ownership``): which sessions a chat may see and resume.
@@ -17,6 +18,7 @@ caller composes them into one ``write`` the same way. All of this backend's SQL 
 """
 
 from . import _bindings as bindings
+from . import _handoffs as handoffs
 from . import _inbound as inbound
 from . import _outbound as outbound
 from . import _ownership as ownership
@@ -31,6 +33,7 @@ __all__ = [
     "Row",
     "applied_versions",
     "bindings",
+    "handoffs",
     "inbound",
     "latest_pg_version",
     "load_migrations",
