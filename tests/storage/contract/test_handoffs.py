@@ -129,7 +129,9 @@ async def test_two_nodes_opening_a_handoff_for_one_session_at_once_one_gets_it(p
 
 async def test_three_nodes_racing_for_many_handoffs_claim_each_once(pg_url: str) -> None:
     async with PgStore(pg_url) as a, PgStore(pg_url) as b, PgStore(pg_url) as c:
-        ids = [await a.write(partial(_insert, pg_backend, session_id=f"s{n}")) for n in range(40)]
+        inserted = [await a.write(partial(_insert, pg_backend, session_id=f"s{n}")) for n in range(40)]
+        ids = [hid for hid in inserted if hid is not None]
+        assert len(ids) == 40
         nodes = {"a": a, "b": b, "c": c}
         wins = await asyncio.gather(*(node.write(partial(_claim, pg_backend, handoff_id=hid, key=name))
                                       for hid in ids for name, node in nodes.items()))
