@@ -7,6 +7,7 @@ state.db, for several gateway nodes sharing one database.
   ``sqlite3.Row`` is).
 - ``_bindings`` (``bindings``): the routing index; ``lookup`` in a write locks its key.
 - ``_handoffs`` (``handoffs``): handoff rows, changed by compare-and-set only.
+- ``_home_channels`` (``home_channels``): per platform, where proactive messages land.
 - ``_inbound`` (``inbound``): the dedupe record; the primary key dedupes across nodes.
 - ``_outbound`` (``outbound``): the delivery ledger; ``pending`` claims with ``SKIP LOCKED``.
 - ``_ownership`` (``ownership``): which sessions a chat may see and resume.
@@ -19,6 +20,7 @@ caller composes them into one ``write`` the same way. All of this backend's SQL 
 
 from . import _bindings as bindings
 from . import _handoffs as handoffs
+from . import _home_channels as home_channels
 from . import _inbound as inbound
 from . import _outbound as outbound
 from . import _ownership as ownership
@@ -34,6 +36,7 @@ __all__ = [
     "applied_versions",
     "bindings",
     "handoffs",
+    "home_channels",
     "inbound",
     "latest_pg_version",
     "load_migrations",
