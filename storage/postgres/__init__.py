@@ -8,6 +8,12 @@ state.db, for several gateway nodes sharing one database.
 - ``_ops`` (``ops``): sessions' and messages' writes, titles, deletes, prunes (``_prune``: what a
   prune deletes); ``_attachments`` (``attachments``): the rows of the files that came with messages;
   ``_history`` (``history``): /retry's superseded answers, /undo.
+- ``_bindings`` (``bindings``): the routing index; ``lookup`` in a write locks its key.
+- ``_handoffs`` (``handoffs``): handoff rows, changed by compare-and-set only.
+- ``_home_channels`` (``home_channels``): per platform, where proactive messages land.
+- ``_inbound`` (``inbound``): the dedupe record; the primary key dedupes across nodes.
+- ``_outbound`` (``outbound``): the delivery ledger; ``pending`` claims with ``SKIP LOCKED``.
+- ``_ownership`` (``ownership``): which sessions a chat may see and resume.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 - ``queries``: reads of sessions and messages (recent sessions, an id by prefix, lineage,
@@ -22,8 +28,14 @@ caller composes them into one ``write`` the same way. All of this backend's SQL 
 
 from . import _approvals as approvals
 from . import _attachments as attachments
+from . import _bindings as bindings
+from . import _handoffs as handoffs
 from . import _history as history
+from . import _home_channels as home_channels
+from . import _inbound as inbound
 from . import _ops as ops
+from . import _outbound as outbound
+from . import _ownership as ownership
 from . import _queries as queries
 from . import _settings as settings
 from . import _usage as usage
@@ -39,11 +51,17 @@ __all__ = [
     "applied_versions",
     "approvals",
     "attachments",
+    "bindings",
+    "handoffs",
     "history",
+    "home_channels",
+    "inbound",
     "latest_pg_version",
     "load_migrations",
     "migrate",
     "ops",
+    "outbound",
+    "ownership",
     "queries",
     "settings",
     "usage",
