@@ -7,12 +7,13 @@ state.db, for several gateway nodes sharing one database.
   ``sqlite3.Row`` is).
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
-- ``cron`` (scheduled jobs and runs: a due run is claimed by one node).
+- ``cron`` (scheduled jobs and runs: a due run is claimed by one node), ``background`` (/bg tasks).
 
 Functions of a connection are plain functions, named and shaped as the SQLite backend's, so a
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
 """
 
+from . import _background as background
 from . import _cron as cron
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
@@ -24,6 +25,7 @@ __all__ = [
     "PgStore",
     "Row",
     "applied_versions",
+    "background",
     "cron",
     "latest_pg_version",
     "load_migrations",
