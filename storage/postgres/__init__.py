@@ -8,7 +8,8 @@ state.db, for several gateway nodes sharing one database.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 - ``cron`` (scheduled jobs and runs: a due run is claimed by one node), ``background`` (/bg tasks),
-  ``pairing`` (codes as keyed hashes, attempts, lockout, owners).
+  ``pairing`` (codes as keyed hashes, attempts, lockout, owners), ``userdata`` (one sender's sessions
+  and messages, for an export).
 
 Functions of a connection are plain functions, named and shaped as the SQLite backend's, so a
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
@@ -17,6 +18,7 @@ caller composes them into one ``write`` the same way. All of this backend's SQL 
 from . import _background as background
 from . import _cron as cron
 from . import _pairing as pairing
+from . import _userdata as userdata
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
@@ -33,4 +35,5 @@ __all__ = [
     "load_migrations",
     "migrate",
     "pairing",
+    "userdata",
 ]
