@@ -9,7 +9,8 @@ state.db, for several gateway nodes sharing one database.
   advisory lock however many nodes start together.
 - ``cron`` (scheduled jobs and runs: a due run is claimed by one node), ``background`` (/bg tasks),
   ``pairing`` (codes as keyed hashes, attempts, lockout, owners), ``userdata`` (one sender's sessions
-  and messages, for an export).
+  and messages, for an export), ``forget`` (every row of one sender, in one transaction; ``_forget_rows``:
+  the other families' rows it deletes).
 
 Functions of a connection are plain functions, named and shaped as the SQLite backend's, so a
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
@@ -17,6 +18,7 @@ caller composes them into one ``write`` the same way. All of this backend's SQL 
 
 from . import _background as background
 from . import _cron as cron
+from . import _forget as forget
 from . import _pairing as pairing
 from . import _userdata as userdata
 from ._conn import PgConnection, Row
@@ -31,6 +33,7 @@ __all__ = [
     "applied_versions",
     "background",
     "cron",
+    "forget",
     "latest_pg_version",
     "load_migrations",
     "migrate",
