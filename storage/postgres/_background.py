@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..sqlite import background as _sqlite_background
 from ._conn import PgConnection, Row
+from ._cron import _CUT_OFF
 
 __all__ = ["BackgroundTask", "finish", "get", "insert", "interrupt_running", "set_session"]
 
@@ -54,12 +55,13 @@ def finish(conn: PgConnection, task_id: str, status: str, *, now: float, ledger_
 def interrupt_running(conn: PgConnection, *, now: float) -> list[BackgroundTask]:
     """Mark every task still 'running' (a crash cut it off) interrupted; those tasks, as they were.
 
-    Two nodes starting at once each take the rows the other has not locked (SKIP LOCKED): a task
-    is reported once. The rows name no node: in a cluster the caller must know that no other
-    live node is running /bg tasks (telling them apart is the cluster's work)."""
+    Several nodes: only the tasks of nodes that are gone (``_cron._CUT_OFF``: no
+    live connection, or this node before its restart; so: only at a node's start); a live node's
+    tasks are left to it. Two nodes starting at once each take the rows the other has not locked
+    (SKIP LOCKED): a task is reported once."""
     rows = [_task(r) for r in conn.execute(
-        f"SELECT {_COLUMNS} FROM gateway_background_tasks WHERE status = 'running' "
-        "ORDER BY created_at, id COLLATE \"C\" FOR UPDATE SKIP LOCKED").fetchall()]
+        f"SELECT {_COLUMNS} FROM gateway_background_tasks r WHERE status = 'running' AND {_CUT_OFF} "
+        "ORDER BY created_at, id COLLATE \"C\" FOR UPDATE OF r SKIP LOCKED").fetchall()]
     if rows:
         conn.execute("UPDATE gateway_background_tasks SET status = 'interrupted', finished_at = %s, "
                      "error = 'cut off by a restart' WHERE id = ANY(%s)", (now, [t.id for t in rows]))

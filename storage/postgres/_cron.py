@@ -5,7 +5,9 @@ same due time here, where state.db had one writer: a due time is still claimed b
 compare-and-set on ``next_due``, now one ``UPDATE … RETURNING`` that writes the run's row in the
 same statement. Under READ COMMITTED a second claimer of the row waits for the first one's
 COMMIT, then finds ``next_due`` moved on and claims nothing, so a due run starts on exactly one
-node. Which changes are allowed, and when, is the gateway's (``gateway.scheduler``).
+node. A run names the node that started it (``node``: migration 0008), so a node starting up
+cuts off only the runs of nodes that are gone (``interrupted_runs``). Which changes are allowed,
+and when, is the gateway's (``gateway.scheduler``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ _JOB_COLUMNS = (
     "last_run_at, last_status, failures, created_at, updated_at"
 )
 _RUN_COLUMNS = "id, job_id, due_at, started_at, finished_at, status, attempt, missed, session_id, ledger_id, error"
+#: a running row (alias ``r``, with a ``node`` column: migration 0008) whose node is gone: written
+#: before nodes were named, by this very node before its restart, or by a node with no connection
+#: to this database now (a node killed loses its connections at once; one cut off the network,
+#: when the server's TCP keepalives give up)
+_CUT_OFF = ("(r.node IS NULL OR r.node = current_setting('application_name') OR NOT EXISTS "
+           "(SELECT 1 FROM pg_stat_activity a WHERE a.datname = current_database() AND a.application_name = r.node))")
 #: the columns ``update`` may set
 UPDATABLE = frozenset({"name", "prompt", "schedule", "kind", "deliver", "toolsets", "catch_up", "paused",
                        "next_due", "run_requested", "failures", "last_status"})
@@ -155,12 +163,15 @@ def interrupted_runs(conn: PgConnection, *, now: float) -> list[tuple[CronRunRow
     in the same transaction, so a second crash does not retry it again. The interrupted
     run and its retry's id (None: no retry, or the job is gone).
 
-    Two nodes starting at once each take the rows the other has not locked (SKIP LOCKED), so a
-    run is interrupted, and retried, once. What this cannot tell (the rows name no node) is a run
-    a live node is still running: in a cluster the caller must know no other node runs jobs."""
+    Several nodes: a run is cut off when the node that started it (``node``, its connections'
+    application_name) has no live connection to the database any more, or is this node before its
+    restart; a live node's runs are left to it. Nodes that share one application_name are one
+    node to this rule (every running row is taken, as on state.db). Only at a node's start, as on
+    state.db: later, this node's own rows are its live runs. Two nodes starting at once each take
+    the rows the other has not locked (SKIP LOCKED): a run is interrupted once."""
     rows = [_run(r) for r in conn.execute(
-        f"SELECT {_RUN_COLUMNS} FROM gateway_cron_runs WHERE status = 'running' ORDER BY id "
-        "FOR UPDATE SKIP LOCKED").fetchall()]
+        f"SELECT {_RUN_COLUMNS} FROM gateway_cron_runs r WHERE status = 'running' AND {_CUT_OFF} "
+        "ORDER BY id FOR UPDATE OF r SKIP LOCKED").fetchall()]
     out: list[tuple[CronRunRow, int | None]] = []
     for run in rows:
         conn.execute("UPDATE gateway_cron_runs SET status = 'interrupted', finished_at = %s, "

@@ -257,3 +257,68 @@ async def test_two_nodes_run_now_and_recover_interrupted_runs_once(pg_url: str) 
         assert attempts == [(1, JOBS, JOBS), (2, JOBS, JOBS)]
     finally:
         await asyncio.gather(a.close(), b.close())
+
+
+async def _until_gone(store: PgStore, application_name: str) -> None:
+    """Until the server has no connection of that name left (a closed pool's backends exit)."""
+    def alive(conn: Any) -> bool:
+        row = conn.execute("SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() "
+                           "AND application_name = %s", (application_name,)).fetchone()
+        return row is not None and int(row[0]) > 0
+
+    deadline = asyncio.get_running_loop().time() + 30
+    while await store.read(alive):
+        assert asyncio.get_running_loop().time() < deadline, f"{application_name} still connected"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_starting_node_cuts_off_only_the_runs_of_nodes_that_are_gone(pg_url: str) -> None:
+    """Node b restarts while node a runs jobs: b takes its own cut-off runs and /bg tasks, not a's.
+    Then a goes, and node c starts: it takes a's, each once, and leaves b's retries to b."""
+    import storage.postgres as pg
+
+    def node(name: str) -> PgStore:
+        return PgStore(pg_url, application_name=f"hermes-gateway/{name}")
+
+    a, b = node("a"), node("b")
+    await asyncio.gather(a.open(), b.open())
+    later: list[PgStore] = []
+    try:
+        for i in range(5):
+            await a.write(partial(pg.cron.insert, job=job(f"j{i}", f"n{i}", next_due=T0)))
+        runs: dict[str, list[int]] = {"a": [], "b": []}
+        for i, (name, store) in enumerate((("a", a), ("a", a), ("a", a), ("b", b), ("b", b))):
+            run_id = await store.write(partial(pg.cron.claim_due, job_id=f"j{i}", due=T0, next_due=None, missed=0,
+                                               now=T0))
+            assert run_id is not None
+            runs[name].append(run_id)
+            await store.write(partial(pg.background.insert, task=pg.background.BackgroundTask(
+                f"bg-{name}-{i}", "k", "telegram", "1", None, "1", None, "p", None, "running", None, None, T0 + i,
+                None)))
+        await b.close()
+        await _until_gone(a, "hermes-gateway/b")
+        b_again = node("b")
+        later.append(b_again)
+        await b_again.open()
+        cut = await b_again.write(partial(pg.cron.interrupted_runs, now=T0 + 1))
+        assert sorted(run.id for run, _ in cut) == runs["b"]
+        b_retries = sorted(r for _, r in cut if r is not None)
+        assert len(b_retries) == 2
+        tasks = await b_again.write(partial(pg.background.interrupt_running, now=T0 + 1))
+        assert [t.id for t in tasks] == ["bg-b-3", "bg-b-4"]
+
+        await a.close()
+        await _until_gone(b_again, "hermes-gateway/a")
+        c = node("c")
+        later.append(c)
+        await c.open()
+        cut = await c.write(partial(pg.cron.interrupted_runs, now=T0 + 3))
+        assert sorted(run.id for run, _ in cut) == runs["a"]
+        tasks = await c.write(partial(pg.background.interrupt_running, now=T0 + 3))
+        assert [t.id for t in tasks] == ["bg-a-0", "bg-a-1", "bg-a-2"]
+        left = await c.read(lambda conn: [int(r[0]) for r in conn.execute(
+            "SELECT id FROM gateway_cron_runs WHERE status = 'running' AND node = 'hermes-gateway/b' ORDER BY id")])
+        assert left == b_retries
+    finally:
+        for store in (a, b, *later):
+            await store.close()
