@@ -21,6 +21,10 @@ state.db, for several gateway nodes sharing one database.
 - ``usage``: token sums per local day, per session and per person.
 - ``settings``: settings changed at run time, a session's and the gateway's global ones.
 - ``approvals``: the action patterns a session approved "always".
+- ``cron`` (scheduled jobs and runs: a due run is claimed by one node), ``background`` (/bg tasks),
+  ``pairing`` (codes as keyed hashes, attempts, lockout, owners), ``userdata`` (one sender's sessions
+  and messages, for an export), ``forget`` (every row of one sender, in one transaction; ``_forget_rows``:
+  the other families' rows it deletes).
 
 Functions of a connection are plain functions, named and shaped as the SQLite backend's, so a
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
@@ -28,7 +32,10 @@ caller composes them into one ``write`` the same way. All of this backend's SQL 
 
 from . import _approvals as approvals
 from . import _attachments as attachments
+from . import _background as background
 from . import _bindings as bindings
+from . import _cron as cron
+from . import _forget as forget
 from . import _handoffs as handoffs
 from . import _history as history
 from . import _home_channels as home_channels
@@ -36,9 +43,11 @@ from . import _inbound as inbound
 from . import _ops as ops
 from . import _outbound as outbound
 from . import _ownership as ownership
+from . import _pairing as pairing
 from . import _queries as queries
 from . import _settings as settings
 from . import _usage as usage
+from . import _userdata as userdata
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
@@ -51,7 +60,10 @@ __all__ = [
     "applied_versions",
     "approvals",
     "attachments",
+    "background",
     "bindings",
+    "cron",
+    "forget",
     "handoffs",
     "history",
     "home_channels",
@@ -62,7 +74,9 @@ __all__ = [
     "ops",
     "outbound",
     "ownership",
+    "pairing",
     "queries",
     "settings",
     "usage",
+    "userdata",
 ]

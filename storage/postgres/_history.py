@@ -9,14 +9,13 @@ session's row before it reads which messages to delete (``ops.delete_messages_fr
 
 from __future__ import annotations
 
-from ..sqlite import history as _sqlite_history
+from .._records import Exchange as Exchange
+from .._records import Undone as Undone
 from ._conn import PgConnection
 from ._ops import delete_messages_from
 
 __all__ = ["Exchange", "Undone", "last_exchange", "restore_if_unanswered", "supersede", "superseded_ids", "undo"]
 
-Exchange = _sqlite_history.Exchange
-Undone = _sqlite_history.Undone
 
 #: a query of the ids of a session's superseded messages (one ``%s``: the session id)
 HIDDEN_SQL = "SELECT message_id FROM gateway_superseded WHERE session_id = %s"
