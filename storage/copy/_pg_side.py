@@ -54,6 +54,13 @@ class PgSide:
             store, self._store = self._store, None
             await store.close()
 
+    async def identity(self) -> str:
+        # the same server (its start time) and the same database (its oid): whatever host name,
+        # port spelling or user the URL used
+        sql = ("SELECT pg_postmaster_start_time()::text || '/' || oid::text FROM pg_database"
+               " WHERE datname = current_database()")
+        return "postgresql:" + str(await self.store.read(lambda conn: _one(conn, sql)))
+
     @property
     def store(self) -> PgStore:
         assert self._store is not None, "not opened"

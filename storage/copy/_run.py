@@ -14,7 +14,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
+
+import psycopg
 
 from .._url import StorageURL
 from ._model import CopyError, CopyEvent, CopyRefusedError, CopyResult, Progress, Side, TableCount
@@ -51,25 +54,40 @@ async def copy_storage(
     if src.redacted == dst.redacted:
         raise CopyRefusedError(f"the source and the target are the same database ({src.redacted})")
     try:
-        await src.open_source()
-        await dst.open_target()
-        plan = make_plan(await src.shapes(), await dst.shapes())
-        result = CopyResult(source=src.redacted, target=dst.redacted, notes=list(plan.notes))
-        for note in plan.notes:
-            emit(CopyEvent("note", message=note))
-        progress = await _starting_point(src, dst, plan, force, emit)
-        result.resumed = bool(progress)
-        for table in plan.tables:
-            result.rows_copied += await _copy_table(src, dst, table, progress.get(table.name),
-                                                    batch_rows, batch_bytes, emit)
-        emit(CopyEvent("finish", message="setting sequences and indexing for search"))
-        floors = {t.name: await src.sequence_floor(t) for t in plan.tables if t.serial is not None}
-        await dst.finish(plan.tables, floors)
-        result.counts = await _verify(src, dst, plan)
-        return result
+        return await _copy(src, dst, force, batch_rows, batch_bytes, emit)
+    except psycopg.Error as exc:  # what the sides did not already put in words
+        raise CopyError(f"the copy stopped: {_words(exc)}") from None
+    except sqlite3.Error as exc:
+        raise CopyError(f"the copy stopped: {_words(exc)}") from None
     finally:
         await dst.close()
         await src.close()
+
+
+def _words(exc: BaseException) -> str:
+    """The driver's message on one line (libpq and SQLite name tables, keys and users, never a password)."""
+    return " ".join((str(exc) or type(exc).__name__).split())[:400]
+
+
+async def _copy(src: Side, dst: Side, force: bool, batch_rows: int, batch_bytes: int, emit: Listener) -> CopyResult:
+    await src.open_source()
+    await dst.open_target()
+    if await src.identity() == await dst.identity():
+        raise CopyRefusedError(f"{src.redacted} and {dst.redacted} are the same database")
+    plan = make_plan(await src.shapes(), await dst.shapes())
+    result = CopyResult(source=src.redacted, target=dst.redacted, notes=list(plan.notes))
+    for note in plan.notes:
+        emit(CopyEvent("note", message=note))
+    progress = await _starting_point(src, dst, plan, force, emit)
+    result.resumed = bool(progress)
+    for table in plan.tables:
+        result.rows_copied += await _copy_table(src, dst, table, progress.get(table.name),
+                                                batch_rows, batch_bytes, emit)
+    emit(CopyEvent("finish", message="setting sequences and indexing for search"))
+    floors = {t.name: await src.sequence_floor(t) for t in plan.tables if t.serial is not None}
+    await dst.finish(plan.tables, floors)
+    result.counts = await _verify(src, dst, plan)
+    return result
 
 
 async def _starting_point(src: Side, dst: Side, plan: CopyPlan, force: bool,

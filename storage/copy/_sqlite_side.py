@@ -94,6 +94,10 @@ class SqliteSide:
             store, self._store = self._store, None
             await store.close()
 
+    async def identity(self) -> str:
+        st = self.path.stat()
+        return f"sqlite:{st.st_dev}:{st.st_ino}"
+
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         if self._store is not None:
             return await self._store.read(fn)
