@@ -15,7 +15,7 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
@@ -23,6 +23,9 @@ from gateway.cli.common import EX_USER, fail, quiet_logs
 from storage import StorageURL, StorageURLError, parse_storage_url
 from storage.copy import BATCH_ROWS, CopyEvent, CopyResult, copy_storage
 from storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 __all__ = ["storage_app"]
 
@@ -75,7 +78,7 @@ class _Bar:
 
         self._progress = Progress(TextColumn("{task.description:<28}"), BarColumn(), MofNCompleteColumn(),
                                   TimeRemainingColumn())
-        self._tasks: dict[str, int] = {}
+        self._tasks: dict[str, TaskID] = {}
 
     def __call__(self, event: CopyEvent) -> None:
         if event.kind == "note" or event.kind == "finish":

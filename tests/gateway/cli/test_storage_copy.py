@@ -8,6 +8,7 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -71,7 +72,7 @@ async def test_a_copy_killed_mid_batch_resumes_with_no_row_missing_or_doubled(
     source = sqlite_rows(db)
     # An uncommitted row with the key of a session in the middle of the copy order: the child's
     # batch that holds that key waits on it, inside its transaction, with earlier batches committed.
-    blocker = await asyncio.to_thread(psycopg.connect, pg_url)
+    blocker: psycopg.Connection[Any] = await asyncio.to_thread(lambda: psycopg.connect(pg_url))
     try:
         blocker.execute("INSERT INTO sessions (id, source, started_at) VALUES ('bulk-0017', 'x', 0)")
         proc = await asyncio.create_subprocess_exec(
