@@ -172,15 +172,20 @@ def _shapes(conn: PgConnection) -> dict[str, TableShape]:
         " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND NOT c.relispartition")]
     columns: dict[str, list[str]] = {t: [] for t in tables}
     serial: dict[str, str] = {}
-    for t, col, generated, identity, default in conn.execute(
-        "SELECT table_name, column_name, is_generated, is_identity, column_default"
-        " FROM information_schema.columns WHERE table_schema = current_schema()"
-        " ORDER BY table_name, ordinal_position"
+    # pg_catalog only: information_schema's views call functions that lock each table they
+    # describe, and a copy must not wait on a table some session holds while it only reflects
+    for t, col, generated, identity, owns_sequence in conn.execute(
+        "SELECT c.relname, a.attname, a.attgenerated, a.attidentity,"
+        " EXISTS (SELECT 1 FROM pg_depend d JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'"
+        "  WHERE d.classid = 'pg_class'::regclass AND d.refobjid = c.oid AND d.refobjsubid = a.attnum)"
+        " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped"
+        " ORDER BY c.relname, a.attnum"
     ):
-        if t not in columns or generated == "ALWAYS":
+        if t not in columns or generated:
             continue
         columns[t].append(col)
-        if identity == "YES" or str(default or "").startswith("nextval("):
+        if identity or owns_sequence:
             serial[t] = col
     keys: dict[str, list[str]] = {t: [] for t in tables}
     for t, col in conn.execute(

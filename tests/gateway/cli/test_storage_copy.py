@@ -145,3 +145,53 @@ async def test_a_bad_url_exits_with_a_clear_error_and_no_password(pg_server: PgS
     assert r.code == 1 and "password authentication failed" in r.err, r
     _clean(r, secret)
     assert f"{sys.executable}" not in r.err
+
+
+async def test_a_copy_into_state_db_killed_part_way_resumes_and_search_finds_every_message(
+        pg_url: str, pg_server: PgServer, tmp_path: Path) -> None:
+    db, back = tmp_path / "one" / "state.db", tmp_path / "two" / "state.db"
+    await make_state_db(db, extra_sessions=20, messages_each=4)
+    source = sqlite_rows(db)
+    first = await asyncio.to_thread(storage, tmp_path, "copy", "--from", f"sqlite://{db}", "--to", pg_url)
+    assert first.code == 0, first.err
+    # A table the copy reaches after sessions, messages and most gateway tables, held by another
+    # transaction: the copy waits there, with everything before it committed into state.db.
+    holder: psycopg.Connection[Any] = await asyncio.to_thread(lambda: psycopg.connect(pg_url))
+    try:
+        holder.execute("LOCK TABLE gateway_outbound IN ACCESS EXCLUSIVE MODE")
+        proc = await asyncio.create_subprocess_exec(
+            str(SCRIPT), "storage", "copy", "--from", pg_url, "--to", f"sqlite://{back}", "--batch-size", "5",
+            env=console_env(tmp_path), cwd=str(ROOT), stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        try:
+            deadline = asyncio.get_running_loop().time() + WAIT
+            while await asyncio.to_thread(_waiting_copies, pg_url) == 0:
+                assert proc.returncode is None, (await proc.communicate())[1].decode()
+                assert asyncio.get_running_loop().time() < deadline, "the copy never reached the held table"
+                await asyncio.sleep(0.05)
+            proc.kill()
+            await asyncio.wait_for(proc.wait(), WAIT)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+    finally:
+        await asyncio.to_thread(holder.rollback)
+        await asyncio.to_thread(holder.close)
+    assert proc.returncode == -9
+    part = sqlite_rows(back)
+    assert part["messages"] == source["messages"] and part["gateway_outbound"] == []
+
+    again = await asyncio.to_thread(storage, tmp_path, "copy", "--from", pg_url, "--to", f"sqlite://{back}",
+                                    "--batch-size", "5")
+    _clean(again, pg_server.password)
+    assert again.code == 0, again.err
+    assert "note: resuming the copy" in again.out
+    assert sqlite_rows(back) == source
+    async with StateStore(back) as store:
+        assert await store.read(lambda c: int(c.execute(
+            "SELECT count(*) FROM messages WHERE id > (SELECT CAST(value AS INTEGER) FROM state_meta"
+            " WHERE key = 'fts_indexed_through')").fetchone()[0])) == 0
+        hits = await store.read(lambda c: int(c.execute(
+            "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'bulk'").fetchone()[0]))
+        assert hits == sum(1 for m in source["messages"] if str(m["content"]).startswith("bulk "))
