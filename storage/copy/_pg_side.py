@@ -29,6 +29,7 @@ _UPSERT_PROGRESS = (
     " done = excluded.done, updated_at = excluded.updated_at"
 )
 _STATEMENT_TIMEOUT = 3600.0
+_APP = "hermes-gateway storage copy"
 
 
 class PgSide:
@@ -39,7 +40,7 @@ class PgSide:
 
     async def _open(self) -> None:
         store = PgStore(self.url, min_size=1, max_size=2, statement_timeout=_STATEMENT_TIMEOUT,
-                        application_name="hermes-gateway storage copy")
+                        application_name=_APP)
         await store.open()
         self._store = store
 
@@ -67,6 +68,11 @@ class PgSide:
         return self._store
 
     # ------------------------------------------------------------------ reading
+
+    async def gateway_connections(self) -> int:
+        sql = ("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+               " AND application_name LIKE 'hermes-gateway%%' AND application_name <> %s")
+        return int(await self.store.read(lambda conn: _one(conn, sql, (_APP,))))
 
     async def shapes(self) -> dict[str, TableShape]:
         return await self.store.read(_shapes)
@@ -133,7 +139,7 @@ class PgSide:
             raise
         except psycopg.Error as exc:
             raise CopyError(f"cannot write a batch of {table.name} into {self.redacted}: "
-                            f"{' '.join(str(exc).split())[:400]}") from None
+                            f"{_nul_row(table, rows) or ' '.join(str(exc).split())[:400]}") from None
 
     async def clear(self, tables: list[TablePlan]) -> None:
         def op(conn: PgConnection) -> None:
@@ -159,6 +165,17 @@ class PgSide:
                              (name, table.serial, max(value, 1), value > 0))
 
         await self.store.write(op)
+
+
+def _nul_row(table: TablePlan, rows: list[tuple[Any, ...]]) -> str | None:
+    """Which row holds a NUL character (SQLite text may; PostgreSQL text cannot), or None."""
+    for row in rows:
+        for col, value in zip(table.columns, row, strict=False):
+            if isinstance(value, str) and "\x00" in value:
+                key = ", ".join(f"{k}={row[table.columns.index(k)]!r}" for k in table.key)
+                return (f"the row {key or '(no key)'} has a NUL character in {col}, which PostgreSQL text cannot "
+                        "hold; remove it in the source (or delete that row) and run the copy again")
+    return None
 
 
 def _one(conn: PgConnection, sql: str | bytes, params: tuple[Any, ...] = ()) -> Any:

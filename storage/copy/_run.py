@@ -74,6 +74,11 @@ async def _copy(src: Side, dst: Side, force: bool, batch_rows: int, batch_bytes:
     await dst.open_target()
     if await src.identity() == await dst.identity():
         raise CopyRefusedError(f"{src.redacted} and {dst.redacted} are the same database")
+    for side, role in ((src, "source"), (dst, "target")):
+        if nodes := await side.gateway_connections():
+            emit(CopyEvent("note", message=(
+                f"{nodes} hermes-gateway connection(s) are open on the {role} {side.redacted}: stop every node "
+                "until the copy is done, or what they write meanwhile is missed (the counts will say so)")))
     plan = make_plan(await src.shapes(), await dst.shapes())
     result = CopyResult(source=src.redacted, target=dst.redacted, notes=list(plan.notes))
     for note in plan.notes:

@@ -112,6 +112,9 @@ class SqliteSide:
 
     # ------------------------------------------------------------------ reading
 
+    async def gateway_connections(self) -> int:
+        return 0  # the writer lock is held for the copy: no daemon runs on the file meanwhile
+
     async def shapes(self) -> dict[str, TableShape]:
         return await self._read(_shapes)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from pathlib import Path
 
 import psycopg
@@ -10,6 +11,7 @@ import pytest
 
 from storage import StateStore, StorageURL, WriterSettings, ops, parse_storage_url, sqlite_url
 from storage.copy import CopyError, CopyEvent, CopyRefusedError, copy_storage
+from storage.postgres import PgStore
 from tests.storage._copy_fixture import (
     CJK_WORD,
     LARGE,
@@ -131,3 +133,36 @@ async def test_the_same_database_on_both_sides_and_a_missing_file_are_refused(tm
     with pytest.raises(CopyError, match=r"no state\.db at"):
         await copy_storage(sqlite_url(db), sqlite_url(tmp_path / "other.db"))
     assert not await asyncio.to_thread(db.exists)
+
+
+async def test_a_nul_character_is_named_and_the_copy_resumes_once_the_source_is_mended(
+        pg_url: str, tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    await make_state_db(db)
+
+    def bad(conn: sqlite3.Connection) -> int:
+        return ops.append_message(conn, "z-root", "user", "before\x00after")
+
+    async with StateStore(db) as store:
+        bad_id = await store.write(bad)
+    with pytest.raises(CopyError, match=f"the row id={bad_id} has a NUL character in content"):
+        await copy_storage(sqlite_url(db), _pg(pg_url), batch_rows=3)
+    with psycopg.connect(pg_url) as conn:
+        row = conn.execute("SELECT count(*) FROM messages").fetchone()
+        assert row is not None and 0 < row[0] < bad_id  # the batches before it are committed
+    async with StateStore(db) as store:
+        await store.write(lambda c: c.execute("UPDATE messages SET content = 'mended' WHERE id = ?", (bad_id,)))
+    notes: list[str] = []
+    resumed = await copy_storage(sqlite_url(db), _pg(pg_url), batch_rows=3, on_event=lambda e: notes.append(e.message))
+    assert resumed.verified and resumed.resumed
+    assert pg_rows(pg_url, ["messages"]) == {"messages": sqlite_rows(db)["messages"]}
+
+
+async def test_gateway_nodes_connected_to_postgresql_are_pointed_out(pg_url: str, tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    await make_state_db(db)
+    notes: list[str] = []
+    async with PgStore(pg_url):  # a node, running against the target
+        result = await copy_storage(sqlite_url(db), _pg(pg_url), on_event=lambda e: notes.append(e.message))
+    assert result.verified
+    assert any("hermes-gateway connection(s) are open on the target" in n for n in notes), notes
