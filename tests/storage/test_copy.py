@@ -86,6 +86,9 @@ async def test_a_second_run_resumes_and_finds_nothing_left(pg_url: str, tmp_path
     notes: list[str] = []
     again = await copy_storage(sqlite_url(db), _pg(pg_url), on_event=lambda e: notes.append(e.message))
     assert again.verified and again.resumed and again.rows_copied == 0
+    with psycopg.connect(pg_url) as conn:  # done: no key kept (a key may be a person's id)
+        keys = conn.execute("SELECT DISTINCT last_key, done FROM hermes_copy_progress").fetchall()
+        assert keys == [(None, 1)]
     assert any("resuming" in n for n in notes)
 
 
