@@ -120,10 +120,12 @@ def copy(
     force: Annotated[bool, typer.Option(
         "--force", help="Copy into a target that holds other data: its rows are deleted first")] = False,
     batch_size: Annotated[int, typer.Option(
-        "--batch-size", min=1, metavar="ROWS", help="Rows per transaction")] = BATCH_ROWS,
+        "--batch-size", metavar="ROWS", help="Rows per transaction")] = BATCH_ROWS,
 ) -> None:
     """Copy every session, message and gateway table from one database to another, resumably."""
     quiet_logs()
+    if batch_size < 1:
+        _fail("--batch-size must be at least 1", EX_USAGE)
     src, dst = _url(source, "from"), _url(target, "to")
     typer.echo(f"copying {src.redacted} -> {dst.redacted}")
     view: _Plain | _Bar = _Bar() if _bar_wanted() else _Plain()
