@@ -5,6 +5,7 @@ bad URL, none showing a password or a traceback."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -195,3 +196,21 @@ async def test_a_copy_into_state_db_killed_part_way_resumes_and_search_finds_eve
         hits = await store.read(lambda c: int(c.execute(
             "SELECT count(*) FROM messages_fts WHERE messages_fts MATCH 'bulk'").fetchone()[0]))
         assert hits == sum(1 for m in source["messages"] if str(m["content"]).startswith("bulk "))
+
+
+async def test_a_table_the_target_lacks_is_shown_and_the_exit_code_says_the_counts_differ(
+        pg_url: str, pg_server: PgServer, tmp_path: Path) -> None:
+    db = tmp_path / "state.db"
+    await make_state_db(db)
+    with sqlite3.connect(db) as conn:  # a table some other tool added to state.db
+        conn.execute("CREATE TABLE notes_of_another_tool (id INTEGER PRIMARY KEY, body TEXT)")
+        conn.execute("INSERT INTO notes_of_another_tool (body) VALUES ('kept only there')")
+    conn.close()
+    r = await asyncio.to_thread(storage, tmp_path, "copy", "--from", f"sqlite://{db}", "--to", pg_url)
+    _clean(r, pg_server.password)
+    assert r.code == 3, r
+    assert any(line.split()[:3] == ["notes_of_another_tool", "1", "0"] and "NOT COPIED" in line
+               for line in r.out.splitlines()), r.out
+    assert "row counts differ" in r.err
+    # everything else arrived whole
+    assert pg_rows(pg_url, ["messages"]) == {"messages": sqlite_rows(db)["messages"]}
