@@ -21,11 +21,12 @@ import typer
 
 from gateway.cli.common import EX_USER, fail, quiet_logs
 from storage import StorageURL, StorageURLError, parse_storage_url
-from storage.copy import BATCH_ROWS, CopyEvent, CopyResult, copy_storage
 from storage.errors import StorageError
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # storage.copy is imported when the command runs: it pulls in psycopg
     from rich.progress import TaskID
+
+    from storage.copy import CopyEvent, CopyResult
 
 __all__ = ["storage_app"]
 
@@ -119,11 +120,14 @@ def copy(
         help="Where it goes, created or migrated as the gateway would (or $HERMES_COPY_TO)")],
     force: Annotated[bool, typer.Option(
         "--force", help="Copy into a target that holds other data: its rows are deleted first")] = False,
-    batch_size: Annotated[int, typer.Option(
-        "--batch-size", metavar="ROWS", help="Rows per transaction")] = BATCH_ROWS,
+    batch_size: Annotated[int | None, typer.Option(
+        "--batch-size", metavar="ROWS", help="Rows per transaction (default: 5000)")] = None,
 ) -> None:
     """Copy every session, message and gateway table from one database to another, resumably."""
+    from storage.copy import BATCH_ROWS, copy_storage
+
     quiet_logs()
+    batch_size = BATCH_ROWS if batch_size is None else batch_size
     if batch_size < 1:
         _fail("--batch-size must be at least 1", EX_USAGE)
     src, dst = _url(source, "from"), _url(target, "to")
