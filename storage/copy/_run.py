@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import sqlite3
+import sys
 from collections.abc import Callable
 
 import psycopg
@@ -128,8 +129,10 @@ async def _copy_table(src: Side, dst: Side, table: TablePlan, start: Progress | 
         return 0
     after = load_key(start.last_key) if start is not None else None
     added = 0
+    # a table without a key cannot resume part way: it comes whole, whatever it weighs
+    budget = batch_bytes if table.key else sys.maxsize
     while True:
-        rows = await src.read_batch(table, after, batch_rows, batch_bytes)
+        rows = await src.read_batch(table, after, batch_rows, budget)
         # no key: the table came whole; a short batch (not cut by the byte budget) was the last
         last = not table.key or not rows or (len(rows) < batch_rows and _under(rows, batch_bytes))
         if rows and table.key:

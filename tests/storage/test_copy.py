@@ -169,3 +169,19 @@ async def test_gateway_nodes_connected_to_postgresql_are_pointed_out(pg_url: str
         result = await copy_storage(sqlite_url(db), _pg(pg_url), on_event=lambda e: notes.append(e.message))
     assert result.verified
     assert any("hermes-gateway connection(s) are open on the target" in n for n in notes), notes
+
+
+async def test_a_table_without_a_key_comes_whole_and_sqlite_to_sqlite_works(tmp_path: Path) -> None:
+    source, target = tmp_path / "a" / "state.db", tmp_path / "b" / "state.db"
+    await make_state_db(source)
+    async with StateStore(target):
+        pass  # a new state.db, as the gateway makes one
+    for db, rows in ((source, [("x" * 50, i) for i in range(40)]), (target, [])):
+        with sqlite3.connect(db) as conn:
+            conn.execute("CREATE TABLE keyless_extra (body TEXT, n INTEGER)")
+            conn.executemany("INSERT INTO keyless_extra VALUES (?, ?)", rows)
+        conn.close()
+    result = await copy_storage(sqlite_url(source), sqlite_url(target), batch_rows=3, batch_bytes=100)
+    assert result.verified
+    assert sqlite_rows(target) == sqlite_rows(source)
+    assert len(sqlite_rows(target)["keyless_extra"]) == 40
