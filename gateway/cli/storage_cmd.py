@@ -99,7 +99,7 @@ class _Bar:
 
 
 def _bar_wanted() -> bool:
-    return sys.stdout.isatty() and not os.environ.get("CI")
+    return sys.stdout.isatty() and os.environ.get("CI", "").lower() in ("", "0", "false")
 
 
 def _print_counts(result: CopyResult) -> None:

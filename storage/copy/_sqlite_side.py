@@ -81,7 +81,6 @@ class SqliteSide:
                 f"{self.path} is in use by {who} (a running hermes-gateway daemon); stop it before copying into it"
             ) from None
         self._store = store
-        await store.write(lambda conn: conn.execute(PROGRESS_DDL))
 
     async def close(self) -> None:
         if self._conn is not None:
@@ -151,6 +150,9 @@ class SqliteSide:
 
     async def progress(self) -> dict[str, Progress]:
         def read(conn: sqlite3.Connection) -> dict[str, Progress]:
+            # made by the first batch, so a refused copy leaves nothing behind in someone's state.db
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'hermes_copy_progress'").fetchone() is None:
+                return {}
             rows = conn.execute("SELECT table_name, source, last_key, rows_copied, done FROM hermes_copy_progress")
             return {str(r[0]): Progress(str(r[0]), str(r[1]), r[2], int(r[3]), bool(r[4])) for r in rows}
 
@@ -163,6 +165,7 @@ class SqliteSide:
         width = len(table.columns)
 
         def op(conn: sqlite3.Connection) -> None:
+            conn.execute(PROGRESS_DDL)
             if rows:
                 conn.executemany(sql, (r[:width] for r in rows))
             conn.execute(_UPSERT_PROGRESS, (progress.table, progress.source, progress.last_key,
@@ -178,7 +181,7 @@ class SqliteSide:
             for table in reversed(tables):  # referrers before what they reference
                 where = f" WHERE {table.where}" if table.where else ""
                 conn.execute(f"DELETE FROM {ident(table.name)}{where}")
-            conn.execute("DELETE FROM hermes_copy_progress")
+            conn.execute("DROP TABLE IF EXISTS hermes_copy_progress")
             # no message is left, so none is indexed: the indexer starts again from the first copied
             fts_index.set_indexed_through(conn, 0)
 

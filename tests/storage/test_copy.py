@@ -110,6 +110,9 @@ async def test_a_target_holding_other_data_is_refused_unless_forced(pg_url: str,
         await store.write(lambda c: ops.create_session(c, "mine", "cli"))
     with pytest.raises(CopyRefusedError, match="already holds 1 rows"):
         await copy_storage(_pg(pg_url), sqlite_url(used))
+    with sqlite3.connect(used) as conn:  # a refusal leaves nothing behind in that state.db
+        assert conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'hermes_copy_progress'").fetchone() is None
+    conn.close()
     forced_back = await copy_storage(_pg(pg_url), sqlite_url(used), force=True)
     assert forced_back.verified
     assert sqlite_rows(used)["sessions"] == sqlite_rows(two)["sessions"]
