@@ -188,3 +188,23 @@ async def test_a_table_without_a_key_comes_whole_and_sqlite_to_sqlite_works(tmp_
     assert result.verified
     assert sqlite_rows(target) == sqlite_rows(source)
     assert len(sqlite_rows(target)["keyless_extra"]) == 40
+
+
+async def test_every_table_and_column_of_state_db_has_a_place_in_postgresql(pg_url: str, tmp_path: Path) -> None:
+    """A gateway schema step on SQLite without its PostgreSQL migration would lose data in a copy:
+    this is where it shows."""
+    db = tmp_path / "state.db"
+    async with StateStore(db):
+        pass
+    notes: list[str] = []
+    result = await copy_storage(sqlite_url(db), _pg(pg_url), on_event=lambda e: notes.append(e.message))
+    assert result.verified
+    assert [n for n in notes if "not in the target" in n] == []
+    assert all(c.copied for c in result.counts)
+    copied = {c.table for c in result.counts}
+    with sqlite3.connect(db) as conn:
+        tables = {str(r[0]) for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            " AND name NOT LIKE 'messages_fts%'")}
+    conn.close()
+    assert tables - {"schema_version"} == copied
