@@ -5,6 +5,8 @@ bad URL, none showing a password or a traceback."""
 from __future__ import annotations
 
 import asyncio
+import os
+import pty
 import sqlite3
 import subprocess
 import sys
@@ -214,3 +216,39 @@ async def test_a_table_the_target_lacks_is_shown_and_the_exit_code_says_the_coun
     assert "row counts differ" in r.err
     # everything else arrived whole
     assert pg_rows(pg_url, ["messages"]) == {"messages": sqlite_rows(db)["messages"]}
+
+
+def _on_a_terminal(home: Path, *args: str) -> tuple[int, str]:
+    """The command with its stdout on a pseudo-terminal (as a person at a shell sees it), not under CI."""
+    master, slave = pty.openpty()
+    env = console_env(home)
+    env.pop("CI", None)
+    try:
+        proc = subprocess.Popen([str(SCRIPT), "storage", *args], env=env, cwd=ROOT, stdin=subprocess.DEVNULL,
+                                stdout=slave, stderr=subprocess.PIPE)
+        os.close(slave)
+        chunks: list[bytes] = []
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+        proc.wait(TIMEOUT)
+        assert proc.stderr is not None
+        proc.stderr.close()
+        return proc.returncode, b"".join(chunks).decode(errors="replace")
+    finally:
+        os.close(master)
+
+
+async def test_on_a_terminal_a_progress_bar_is_drawn(tmp_path: Path) -> None:
+    db = tmp_path / "one" / "state.db"
+    await make_state_db(db, extra_sessions=3, messages_each=3)
+    code, out = await asyncio.to_thread(_on_a_terminal, tmp_path, "copy", "--from", f"sqlite://{db}",
+                                        "--to", f"sqlite://{tmp_path / 'two' / 'state.db'}", "--batch-size", "4")
+    assert code == 0, out
+    assert "━" in out and "messages: 4/" not in out  # a bar, not the plain lines of a pipe
+    assert "done: " in out
