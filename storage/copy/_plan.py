@@ -95,7 +95,8 @@ def make_plan(source: dict[str, TableShape], target: dict[str, TableShape]) -> C
         if dropped:
             notes.append(f"{name}: column(s) {', '.join(dropped)} not in the target, not copied")
         key = src.key if src.key and all(c in columns for c in src.key) else ()
-        parent = src.parent if src.parent in columns and len(key) == 1 else None
+        # either side's self-reference: the target enforces its own, whatever the source declared
+        parent = next((p for p in (dst.parent, src.parent) if p in columns), None) if len(key) == 1 else None
         tables[name] = TablePlan(
             name=name,
             columns=columns,

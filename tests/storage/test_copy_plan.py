@@ -46,3 +46,10 @@ def test_a_reference_between_tables_orders_them_whichever_side_declares_it() -> 
     assert [t.name for t in make_plan(plain, declared).tables] == ["b_first", "a_second"]
     assert [t.name for t in make_plan(declared, plain).tables] == ["b_first", "a_second"]
     assert [t.name for t in make_plan(plain, plain).tables] == ["a_second", "b_first"]
+
+
+def test_a_lineage_only_the_target_declares_is_still_copied_parents_first() -> None:
+    old = {"sessions": _shape("sessions", "parent_session_id")}  # an old file without the reference
+    new = {"sessions": _shape("sessions", "parent_session_id", parent="parent_session_id")}
+    assert make_plan(old, new).tables[0].parent == "parent_session_id"
+    assert make_plan(new, old).tables[0].parent == "parent_session_id"
