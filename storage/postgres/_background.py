@@ -14,8 +14,6 @@ from ._cron import _CUT_OFF
 
 __all__ = ["BackgroundTask", "finish", "get", "insert", "interrupt_running", "set_session"]
 
-#: the row type both backends return
-
 _COLUMNS = ("id, chat_session_key, platform, chat_id, thread_id, user_id, reply_to, prompt, session_id, status, "
             "ledger_id, error, created_at, finished_at")
 
