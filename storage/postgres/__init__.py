@@ -5,6 +5,8 @@ state.db, for several gateway nodes sharing one database.
   of psycopg connections used from worker threads; ``listen_connection`` for ``LISTEN``.
 - ``_conn``: ``PgConnection``, what a function of a connection receives, and ``Row`` (read as
   ``sqlite3.Row`` is).
+- ``cluster`` (``_cluster``, ``_cluster_inbox``): several nodes over one database: nodes and
+  their heartbeats, leases with fencing tokens for lanes and roles, the hand-off inbox.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 
@@ -12,6 +14,7 @@ Functions of a connection are plain functions, named and shaped as the SQLite ba
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
 """
 
+from . import _cluster as cluster
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
@@ -22,6 +25,7 @@ __all__ = [
     "PgStore",
     "Row",
     "applied_versions",
+    "cluster",
     "latest_pg_version",
     "load_migrations",
     "migrate",
