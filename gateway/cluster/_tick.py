@@ -67,10 +67,11 @@ def heartbeat(
 class ClaimResult:
     lease: pc.Lease | None
     pending: bool
+    db_now: float
 
 
 def claim_lane(conn: PgConnection, *, key: str, node_id: str, ttl: float) -> ClaimResult:
     """Take the lane (or see who has it); whether rows wait in its inbox for this owner."""
     lease = pc.acquire(conn, "lane", key, node_id, ttl=ttl)
     pending = lease is not None and lease.node_id == node_id and key in pc.pending_keys(conn, node_id)
-    return ClaimResult(lease, pending)
+    return ClaimResult(lease, pending, pc.db_now(conn))

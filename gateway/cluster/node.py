@@ -95,6 +95,7 @@ class ClusterNode:
         self._tasks: list[asyncio.Task[None]] = []
         self._ticks = 0
         self._down_since: float | None = None
+        self._check_at = float("inf")  # monotonic time of an extra heartbeat (a handed-off lane's expiry)
         self.log = log.bind(node=self.node_id)
 
     # -- what the daemon asks ---------------------------------------------------------------
@@ -127,6 +128,12 @@ class ClusterNode:
             return LaneClaim(key, "", None)
         if result.lease.node_id != self.node_id:
             self._lanes.pop(key, None)
+            # a message handed to that owner waits for it: if the owner is dead, its lease
+            # expires then, and a heartbeat at that moment adopts the rows (not one later)
+            check_at = began + result.lease.expires_at - result.db_now + 0.05
+            if check_at < self._check_at:
+                self._check_at = check_at
+                self._wake.set()  # the heartbeat loop sets its next wait by it
             return LaneClaim(key, result.lease.node_id, None)
         self._lanes[key] = _Held(result.lease.token, began + self._ttl - self._margin, since=began)
         if result.pending:
@@ -201,6 +208,9 @@ class ClusterNode:
     async def _heartbeats(self) -> None:
         while True:
             delay = await self._tick_safely()
+            if self._check_at <= time.monotonic():
+                self._check_at = float("inf")
+            delay = max(0.0, min(delay, self._check_at - time.monotonic()))
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
