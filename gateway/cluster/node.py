@@ -163,6 +163,17 @@ class ClusterNode:
             partial(pc.claim_inbox, session_key=key, node_id=self.node_id, token=token, limit=limit)
         )
 
+    def snapshot(self) -> dict[str, object]:
+        """What this node holds now, for ``status``; the other nodes are in
+        ``storage.postgres.cluster.list_nodes``."""
+        return {
+            "node_id": self.node_id,
+            "roles": sorted(self._roles),
+            "lanes": len(self._lanes),
+            "database": "away" if self._down_since is not None else "up",
+            "failover_s": self._ttl,
+        }
+
     def wake(self) -> None:
         """Heartbeat now (a poll of the inbox and of the roles)."""
         self._wake.set()
@@ -194,7 +205,9 @@ class ClusterNode:
         self._roles.clear()
         self._lanes.clear()
         if dispatcher is not None:
-            await self._events.join()
+            # the last on_lost callbacks run (bounded: a stuck callback does not hang the stop)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._events.join(), self._ttl)
             dispatcher.cancel()
             await asyncio.gather(dispatcher, return_exceptions=True)
         try:
@@ -236,8 +249,9 @@ class ClusterNode:
             holds={"roles": sorted(self._roles), "lanes": len(self._lanes)}, ttl=self._ttl,
             roles=self.roles, sweep=self._ticks % SWEEP_EVERY == 0,
         )
-        # a heartbeat that takes longer than one period is as good as lost: the next one starts
-        result: TickResult = await asyncio.wait_for(self.store.write(op), timeout=max(self.config.heartbeat, 1.0))
+        # a heartbeat that outlives half the lease is given up on (the watch lets the leases go
+        # at their deadlines meanwhile); a slow one that still returns in time counts
+        result: TickResult = await asyncio.wait_for(self.store.write(op), timeout=max(self._ttl / 2, 1.0))
         if self._down_since is not None:
             self.log.info("cluster.database_back", away_s=round(time.monotonic() - self._down_since, 1))
             self._down_since = None
@@ -251,6 +265,8 @@ class ClusterNode:
 
     def _apply(self, result: TickResult, began: float) -> None:
         deadline = began + self._ttl - self._margin
+        if deadline <= time.monotonic():
+            return  # too late to count on: what it renewed is renewed again by the next heartbeat
         roles = {le.name: le.token for le in result.held if le.kind == "role"}
         lanes = {le.name: le.token for le in result.held if le.kind == "lane"}
         for role, held in list(self._roles.items()):

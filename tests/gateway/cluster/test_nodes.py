@@ -146,8 +146,12 @@ async def test_a_database_away_for_longer_than_failover_loses_the_roles_and_they
     pg_server.psql(f"ALTER DATABASE {database} ALLOW_CONNECTIONS false")
     pg_server.psql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{database}'")
     await until(lambda: not any(n.roles_held for n in nodes), "every role let go while the database is away")
+    assert all(n.snapshot()["database"] == "away" and n.snapshot()["roles"] == [] for n in nodes)
     assert {(n, r) for n, e, r in events.items if e == "lost"} >= {(h, r) for h, e, r in events.items if e == "acquired"}
     acquired_before = sum(1 for item in events.items if item[1] == "acquired")
     pg_server.psql(f"ALTER DATABASE {database} ALLOW_CONNECTIONS true")
     await until(lambda: all(len(holders(nodes, r)) == 1 for r in ROLES), "every role held again")
     assert sum(1 for item in events.items if item[1] == "acquired") >= acquired_before + len(ROLES)
+    holding = [n for n in nodes if n.roles_held]
+    assert holding and all(n.snapshot()["database"] == "up" for n in holding)
+    assert sorted(r for n in nodes for r in n.snapshot()["roles"]) == sorted(ROLES)  # type: ignore[attr-defined]
