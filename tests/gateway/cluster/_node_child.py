@@ -29,7 +29,10 @@ async def main(url: str, node_id: str, failover_s: float, roles: list[str], lane
 
         async def on_inbox(key: str) -> None:
             say("inbox", key)
+            lost = runner.lost
             await runner(key)
+            if runner.lost > lost:
+                say("lane_lost", key)  # a turn refused by the fence: another node owns the chat
 
         node = ClusterNode(
             store, ClusterConfig(node_id=node_id, failover_s=failover_s), roles=roles,

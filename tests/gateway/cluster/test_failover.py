@@ -128,3 +128,41 @@ async def test_a_killed_owners_chat_is_run_by_the_next_owner_once_and_in_order(
     assert by[0] == "owner" and by[-1] == "edge"
     assert by == ["owner"] * by.count("owner") + ["edge"] * by.count("edge")  # one hand-over, never back
     assert await store.read(pc.orphan_keys) == [] and await store.read(partial(pc.pending_keys, node_id="edge")) == []
+
+
+async def test_an_owner_paused_past_its_lease_cannot_store_a_turn_the_next_owner_ran(
+    pg_url: str, children: list[Child], stack: AsyncExitStack,
+) -> None:
+    """SIGSTOP, not SIGKILL: the owner is frozen with turns in hand; another node takes the chat
+    over and runs them; thawed, the old owner goes on with its batch, and the fencing token
+    refuses each of its commits. Every message is stored once, in order."""
+    async with PgStore(pg_url, min_size=1, max_size=2) as setup:
+        await setup.write(create_ran_table)
+    owner = await spawn(pg_url, "owner", lanes="chat:p", pause=0.1)
+    children.append(owner)
+    await owner.wait_for("lane", "chat:p")
+    events = Events()
+    edge, store = await start_node(stack, pg_url, "edge", events, failover_s=2.0, roles=(), runner=True)
+    claim = await edge.claim_lane("chat:p")
+    assert claim.owner == "owner"
+    total = 40
+    for i in range(total):
+        await store.write(edge.hand_off("chat:p", f"m{i}", claim.owner))
+    async with asyncio.timeout(60):
+        while sum(1 for r in await store.read(ran_rows) if r[3] == "owner") < 5:
+            await asyncio.sleep(0.02)
+    owner.proc.send_signal(signal.SIGSTOP)
+    try:
+        async with asyncio.timeout(120):
+            while len(await store.read(ran_rows)) < total:
+                await asyncio.sleep(0.05)
+    finally:
+        owner.proc.send_signal(signal.SIGCONT)
+    try:
+        await owner.wait_for("lane_lost", "chat:p")  # it tried, and the fence said no
+    finally:
+        rows = await store.read(ran_rows)
+        assert len(rows) == total, f"a turn stored twice: {len(rows)} rows for {total} messages"
+    assert [r[2] for r in rows] == [f"m{i}" for i in range(total)]
+    by = [r[3] for r in rows]
+    assert by == ["owner"] * by.count("owner") + ["edge"] * by.count("edge") and by[-1] == "edge"
