@@ -155,3 +155,24 @@ async def test_a_database_away_for_longer_than_failover_loses_the_roles_and_they
     holding = [n for n in nodes if n.roles_held]
     assert holding and all(n.snapshot()["database"] == "up" for n in holding)
     assert sorted(r for n in nodes for r in n.snapshot()["roles"]) == sorted(ROLES)  # type: ignore[attr-defined]
+
+
+async def test_the_listener_comes_back_after_a_database_restart(
+    pg_server: PgServer, pg_url: str, stack: AsyncExitStack,
+) -> None:
+    """Heartbeats far apart: after the restart a hand-off can only reach the owner through its
+    listener, which must have connected and listened again."""
+    events = Events()
+    owner, store = await start_node(stack, pg_url, "owner", events, roles=(), runner=True, failover_s=600)
+    edge, _ = await start_node(stack, pg_url, "edge", events, roles=(), failover_s=600)
+    await store.write(create_ran_table)
+    assert (await owner.claim_lane("chat:l")).mine
+    await asyncio.to_thread(pg_server.restart)
+    claim = await edge.claim_lane("chat:l")
+    assert claim.owner == "owner"
+    for i in range(3):
+        await store.write(edge.hand_off("chat:l", f"m{i}", claim.owner))
+    async with asyncio.timeout(60):
+        while len(await store.read(ran_rows)) < 3:
+            await asyncio.sleep(0.05)
+    assert [(r[2], r[3]) for r in await store.read(ran_rows)] == [("m0", "owner"), ("m1", "owner"), ("m2", "owner")]
