@@ -36,9 +36,11 @@ def heartbeat(
     ttl: float,
     roles: tuple[str, ...],
     sweep: bool,
+    adopt: bool = True,
 ) -> TickResult:
     """Record the heartbeat, renew what the node holds, try for the roles it lacks, take over
-    the lanes whose inbox rows have no live owner, and say which lanes have rows waiting."""
+    the lanes whose inbox rows have no live owner (``adopt``: a node that runs inbox rows), and
+    say which lanes have rows waiting."""
     now = pc.beat(conn, node_id, host=host, pid=pid, holds=holds)
     held = {(le.kind, le.name): le for le in pc.renew_all(conn, node_id, ttl=ttl)}
     others: dict[str, float] = {}
@@ -52,7 +54,7 @@ def heartbeat(
             held[("role", role)] = lease
         else:
             others[role] = lease.expires_at
-    for key in pc.orphan_keys(conn):
+    for key in pc.orphan_keys(conn) if adopt else ():
         lease = pc.acquire(conn, "lane", key, node_id, ttl=ttl)
         if lease is not None and lease.node_id == node_id:
             held[("lane", key)] = lease

@@ -56,6 +56,9 @@ class LaneClaim:
     owner: str
     #: this node's fencing token when it is the owner
     token: int | None
+    #: messages handed to this lane wait in its inbox: run them (``on_inbox`` is told) before
+    #: a message that came to this node directly
+    pending: bool = False
 
     @property
     def mine(self) -> bool:
@@ -138,7 +141,7 @@ class ClusterNode:
         self._lanes[key] = _Held(result.lease.token, began + self._ttl - self._margin, since=began)
         if result.pending:
             self._emit("inbox", key)
-        return LaneClaim(key, self.node_id, result.lease.token)
+        return LaneClaim(key, self.node_id, result.lease.token, pending=result.pending)
 
     async def release_lane(self, key: str) -> None:
         """Let a quiet lane go (the next message for it may start on any node)."""
@@ -247,7 +250,7 @@ class ClusterNode:
         op = partial(
             heartbeat, node_id=self.node_id, host=socket.gethostname(), pid=os.getpid(),
             holds={"roles": sorted(self._roles), "lanes": len(self._lanes)}, ttl=self._ttl,
-            roles=self.roles, sweep=self._ticks % SWEEP_EVERY == 0,
+            roles=self.roles, sweep=self._ticks % SWEEP_EVERY == 0, adopt=self._on["inbox"] is not None,
         )
         # a heartbeat that outlives half the lease is given up on (the watch lets the leases go
         # at their deadlines meanwhile); a slow one that still returns in time counts

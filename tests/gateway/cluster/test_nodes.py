@@ -176,3 +176,24 @@ async def test_the_listener_comes_back_after_a_database_restart(
         while len(await store.read(ran_rows)) < 3:
             await asyncio.sleep(0.05)
     assert [(r[2], r[3]) for r in await store.read(ran_rows)] == [("m0", "owner"), ("m1", "owner"), ("m2", "owner")]
+
+
+async def test_a_claim_says_when_messages_wait_and_a_node_that_runs_no_inbox_adopts_none(
+    pg_url: str, stack: AsyncExitStack,
+) -> None:
+    events = Events()
+    node, store = await start_node(stack, pg_url, "n0", events, roles=())  # no on_inbox
+    for i in range(2):
+        await store.write(partial(pc.put_inbox, session_key="chat:w", payload=f"m{i}", from_node="x", owner_node="gone"))
+    node.wake()
+    before = (await store.read(pc.list_nodes))[0].heartbeat_at
+    async with asyncio.timeout(60):
+        while (await store.read(pc.list_nodes))[0].heartbeat_at == before:
+            await asyncio.sleep(0.05)
+    assert node.lane_token("chat:w") is None and await store.read(pc.orphan_keys) == ["chat:w"]
+    claim = await node.claim_lane("chat:w")
+    assert claim.mine and claim.pending
+    assert [r.payload for r in await node.take_inbox("chat:w")] == ["m0", "m1"]
+    assert await node.take_inbox("chat:w") == []
+    other = await node.claim_lane("chat:none")
+    assert other.mine and not other.pending
