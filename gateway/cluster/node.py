@@ -99,6 +99,7 @@ class ClusterNode:
         self._ticks = 0
         self._down_since: float | None = None
         self._check_at = float("inf")  # monotonic time of an extra heartbeat (a handed-off lane's expiry)
+        self._inflight: asyncio.Future[TickResult] | None = None
         self.log = log.bind(node=self.node_id)
 
     # -- what the daemon asks ---------------------------------------------------------------
@@ -203,6 +204,8 @@ class ClusterNode:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        if self._inflight is not None and not self._inflight.done():
+            await asyncio.wait([self._inflight], timeout=self._ttl / 2)
         for role in sorted(self._roles):
             self._emit("lost", role)
         self._roles.clear()
@@ -223,11 +226,11 @@ class ClusterNode:
 
     async def _heartbeats(self) -> None:
         while True:
+            self._wake.clear()  # before the tick: a wake-up during it asks for another one
             delay = await self._tick_safely()
             if self._check_at <= time.monotonic():
                 self._check_at = float("inf")
             delay = max(0.0, min(delay, self._check_at - time.monotonic()))
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay)
 
@@ -254,7 +257,11 @@ class ClusterNode:
         )
         # a heartbeat that outlives half the lease is given up on (the watch lets the leases go
         # at their deadlines meanwhile); a slow one that still returns in time counts
-        result: TickResult = await asyncio.wait_for(self.store.write(op), timeout=max(self._ttl / 2, 1.0))
+        # (shielded, and kept: stop() lets it end before leaving, or it could take roles again
+        # after the node left)
+        self._inflight = asyncio.ensure_future(self.store.write(op))
+        self._inflight.add_done_callback(_retrieved)
+        result: TickResult = await asyncio.wait_for(asyncio.shield(self._inflight), timeout=max(self._ttl / 2, 1.0))
         if self._down_since is not None:
             self.log.info("cluster.database_back", away_s=round(time.monotonic() - self._down_since, 1))
             self._down_since = None
@@ -345,3 +352,9 @@ class ClusterNode:
                 self.log.exception("cluster.callback_failed", event=kind, name=name)
             finally:
                 self._events.task_done()
+
+
+def _retrieved(future: asyncio.Future[TickResult]) -> None:
+    """A heartbeat given up on may fail later: its error is known already (no "never retrieved")."""
+    if not future.cancelled():
+        future.exception()
