@@ -16,6 +16,7 @@ from adapters.discord import DiscordSettings
 from adapters.settings import EnvSection, env_name, id_list
 from adapters.slack import SlackSettings
 from adapters.telegram import TelegramSettings
+from gateway.config.cluster import ClusterConfig
 from gateway.config.cron import CronConfig
 from gateway.config.model_list import ModelsConfig
 from gateway.config.tools import McpServerConfig, ToolsConfig
@@ -337,6 +338,8 @@ class Settings(_Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     #: scheduled jobs (``gateway.scheduler``)
     cron: CronConfig = Field(default_factory=CronConfig)
+    #: several nodes over one PostgreSQL database (``gateway.config.cluster``)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     #: name -> an MCP server whose tools the agent gets as mcp_<name>_<tool>
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     #: model name -> its prices (no entry: that model's cost is not shown)

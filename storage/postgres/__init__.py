@@ -14,6 +14,8 @@ state.db, for several gateway nodes sharing one database.
 - ``_inbound`` (``inbound``): the dedupe record; the primary key dedupes across nodes.
 - ``_outbound`` (``outbound``): the delivery ledger; ``pending`` claims with ``SKIP LOCKED``.
 - ``_ownership`` (``ownership``): which sessions a chat may see and resume.
+- ``cluster`` (``_cluster``, ``_cluster_inbox``): several nodes over one database: nodes and
+  their heartbeats, leases with fencing tokens for lanes and roles, the hand-off inbox.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 - ``queries``: reads of sessions and messages (recent sessions, an id by prefix, lineage,
@@ -34,6 +36,7 @@ from . import _approvals as approvals
 from . import _attachments as attachments
 from . import _background as background
 from . import _bindings as bindings
+from . import _cluster as cluster
 from . import _cron as cron
 from . import _forget as forget
 from . import _handoffs as handoffs
@@ -62,6 +65,7 @@ __all__ = [
     "attachments",
     "background",
     "bindings",
+    "cluster",
     "cron",
     "forget",
     "handoffs",
