@@ -23,13 +23,13 @@ MAINTENANCE = "maintenance"
 
 def cluster_roles(settings: Settings) -> tuple[str, ...]:
     """The roles a node with these settings wants (every node of a cluster has the same)."""
-    platforms = settings.platforms
+    telegram, discord, slack = settings.platforms.telegram, settings.platforms.discord, settings.platforms.slack
     roles: list[str] = []
-    if platforms.telegram.active and platforms.telegram.mode == "polling":
+    if telegram.active and telegram.mode == "polling":
         roles.append("telegram")
-    if platforms.discord.active:
+    if discord.active:
         roles.append("discord")
-    if platforms.slack.active and platforms.slack.mode == "socket":
+    if slack.active and slack.mode == "socket":
         roles.append("slack")
     if settings.cron.enabled:
         roles.append(SCHEDULER)
