@@ -2,7 +2,8 @@
 
 Public surface, the only one other packages use:
 
-- ``StateStore``: the async door (``write(op)`` runs ``op`` in the writer's
+- ``Store``: what the gateway holds, whichever backend: the reference's operations awaited,
+  ``write``/``read`` for composed transactions. ``StateStore`` (SQLite) is one: the async door (``write(op)`` runs ``op`` in the writer's
   transaction, ``read(fn)`` on a read-only connection), with ``Writer``,
   ``Reader`` and their settings and counters.
 - Functions of a connection, grouped by table family, that callers compose
@@ -31,6 +32,7 @@ SQL; ``StorageURL`` (``storage.url``) says which backend a deployment uses.
 
 from typing import TYPE_CHECKING
 
+from ._door import StoreDoor as Store
 from ._model import (
     AttachmentRow,
     AutoPruneSettings,
@@ -200,6 +202,7 @@ __all__ = [
     "StorageURL",
     "StorageURLError",
     "StorageUnavailableError",
+    "Store",
     "StoredBlob",
     "TitleConflictError",
     "Undone",

@@ -11,26 +11,45 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
+from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import structlog
 
 from ._model import AutoPruneSettings, PruneResult, is_scaffolding
 
+if TYPE_CHECKING:
+    from .sqlite import WriterStats
+
 T = TypeVar("T")
+D = TypeVar("D", bound="StoreDoor")
+
+
+class WriterView(Protocol):
+    """The writer's counters (``WriterStats``), which both stores keep."""
+
+    @property
+    def stats(self) -> WriterStats: ...
 log = structlog.get_logger("hermes.storage")
 
 AUTO_PRUNE_META_KEY = "last_auto_prune"
 
 
 class StoreDoor:
-    """Every operation of the reference, awaited. Writes resolve after COMMIT."""
+    """Every operation of the reference, awaited. Writes resolve after COMMIT.
+
+    What the gateway holds as ``Store``: the operations below, ``write``/``read`` for composed
+    transactions, the counters ``status`` and ``/metrics`` show (``writer.stats``), and ``path``
+    (the state.db file; None for a database server).
+    """
 
     #: the backend's function families, named by each store
     _ops: ModuleType
     _queries: ModuleType
     _search: ModuleType
+    path: Path | None
+    writer: WriterView
 
     def write(self, op: Callable[[Any], T]) -> Awaitable[T]:
         raise NotImplementedError
@@ -38,8 +57,32 @@ class StoreDoor:
     def read(self, fn: Callable[[Any], T]) -> Awaitable[T]:
         raise NotImplementedError
 
+    async def open(self) -> None:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        raise NotImplementedError
+
     async def vacuum(self) -> None:
         raise NotImplementedError
+
+    async def stats(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def catch_up_index(self) -> bool:
+        """Wait until every committed message is in the search index (immediate where indexing is not deferred)."""
+        return True
+
+    async def healthy(self) -> bool:
+        """True when the store can take a write now."""
+        return True
+
+    async def __aenter__(self: D) -> D:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
 
     # ----------------------------------------------------------------- sessions
 

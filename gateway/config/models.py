@@ -113,7 +113,14 @@ class SessionSearchConfig(_Section):
     _split = field_validator("owners", mode="before")(id_list)
 
 
-class StorageConfig(_Section):
+class StorageConfig(EnvSection):
+    """``storage``: where the state lives and how state.db is written (``HERMES_STORAGE_URL`` …)."""
+
+    env_prefix: ClassVar[str] = "HERMES_STORAGE_"
+
+    #: absent: ``$HERMES_HOME/state.db``; ``sqlite:///abs/path/state.db``; or
+    #: ``postgresql://user:password@host:5432/db`` (several nodes over one database)
+    url: SecretStr | None = None
     checkpoint_every_commits: int = Field(default=50, ge=1)
     checkpoint_every_seconds: float = Field(default=30.0, gt=0)
     batch_limit: int = Field(default=512, ge=1)

@@ -23,6 +23,8 @@ class StateStore(StoreDoor):
     _ops = _ops
     _queries = _queries
     _search = _search
+    path: Path
+    writer: Writer
 
     def __init__(self, path: Path, *, writer_settings: WriterSettings | None = None, readers: int = 4) -> None:
         self.path = Path(path)
@@ -31,13 +33,6 @@ class StateStore(StoreDoor):
         self._reader: Reader | None = None
 
     # ---------------------------------------------------------------- lifecycle
-
-    async def __aenter__(self) -> StateStore:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def open(self) -> None:
         await self.writer.start()
