@@ -53,3 +53,26 @@ async def test_a_turn_on_postgres_is_answered_and_stored_there(
     log = (tmp_path / "h" / "logs").glob("*") if (tmp_path / "h" / "logs").exists() else []
     for path in log:
         assert pg_server.password not in path.read_text(errors="replace")
+
+
+async def test_the_database_going_away_makes_readyz_503_and_a_turn_a_clear_error_then_it_recovers(
+    tmp_path: Path, fake_openai: FakeOpenAI, pg_url: str, pg_server: PgServer
+) -> None:
+    db = pg_url.rsplit("/", 1)[1]
+    async with run_gateway(tmp_path / "h", fake_openai.base_url, config={"storage": {"url": pg_url}}) as gw:
+        await _until(gw, 200)
+        # the database refuses this gateway (as when its server is down) and drops what it had
+        pg_server.psql(f"ALTER DATABASE {db} ALLOW_CONNECTIONS false")
+        pg_server.psql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'")
+        body = await _until(gw, 503)
+        assert body["storage"]["state"] in ("failed", "degraded")  # refused, or no connection in time
+        assert pg_server.password not in str(body)
+        refused = await gw.ask("are you there?")
+        assert refused.status_code == 503, refused.text
+        assert pg_server.password not in refused.text
+        pg_server.psql(f"ALTER DATABASE {db} ALLOW_CONNECTIONS true")
+        await _until(gw, 200)
+        fake_openai.reply("Back again.")
+        resp = await gw.ask("are you there now?")
+        assert resp.status_code == 200, resp.text
+        assert resp.json()["choices"][0]["message"]["content"] == "Back again."
