@@ -16,6 +16,8 @@ state.db, for several gateway nodes sharing one database.
 - ``_ownership`` (``ownership``): which sessions a chat may see and resume.
 - ``cluster`` (``_cluster``, ``_cluster_inbox``): several nodes over one database: nodes and
   their heartbeats, leases with fencing tokens for lanes and roles, the hand-off inbox.
+- ``_probe``: ``probe`` (the server's version, the migrations applied; never migrates) and
+  ``read_once`` (one read-only transaction), for ``doctor`` and the command line.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 - ``queries``: reads of sessions and messages (recent sessions, an id by prefix, lineage,
@@ -53,11 +55,13 @@ from . import _usage as usage
 from . import _userdata as userdata
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
+from ._probe import PgProbe, probe, read_once
 from ._store import PgStore
 
 __all__ = [
     "Migration",
     "PgConnection",
+    "PgProbe",
     "PgStore",
     "Row",
     "applied_versions",
@@ -79,7 +83,9 @@ __all__ = [
     "outbound",
     "ownership",
     "pairing",
+    "probe",
     "queries",
+    "read_once",
     "settings",
     "usage",
     "userdata",

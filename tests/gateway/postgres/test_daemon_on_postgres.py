@@ -76,3 +76,24 @@ async def test_the_database_going_away_makes_readyz_503_and_a_turn_a_clear_error
         resp = await gw.ask("are you there now?")
         assert resp.status_code == 200, resp.text
         assert resp.json()["choices"][0]["message"]["content"] == "Back again."
+
+
+def test_doctor_checks_the_database_without_migrating_it_and_never_shows_the_password(
+    tmp_path: Path, pg_server: PgServer
+) -> None:
+    from gateway.cli.doctor import run_checks
+    from tests.gateway.conftest import write_config
+
+    pg_server.psql("CREATE DATABASE doctor_fresh")
+    home = tmp_path / "h"
+    write_config(home, {"storage": {"url": pg_server.url("doctor_fresh")}})
+    checks = {c.name: c for c in run_checks(home)}
+    assert checks["postgresql"].level == "ok", checks["postgresql"]
+    assert "migration(s) to apply at the next start" in checks["postgresql"].detail
+    assert pg_server.password not in str(checks)
+    assert "state.db" not in checks and "sqlite" not in checks
+    assert pg_server.psql("SELECT to_regclass('sessions') IS NULL", database="doctor_fresh") == "t"
+
+    write_config(home, {"storage": {"url": pg_server.url("doctor_fresh").replace(pg_server.password, "wrong-pw")}})
+    bad = {c.name: c for c in run_checks(home)}["postgresql"]
+    assert bad.level == "fail" and "wrong-pw" not in str(bad) and pg_server.password not in str(bad)
