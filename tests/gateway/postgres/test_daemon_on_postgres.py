@@ -97,3 +97,26 @@ def test_doctor_checks_the_database_without_migrating_it_and_never_shows_the_pas
     write_config(home, {"storage": {"url": pg_server.url("doctor_fresh").replace(pg_server.password, "wrong-pw")}})
     bad = {c.name: c for c in run_checks(home)}["postgresql"]
     assert bad.level == "fail" and "wrong-pw" not in str(bad) and pg_server.password not in str(bad)
+
+
+async def test_the_command_line_reads_and_writes_the_postgres_database_without_a_daemon(
+    tmp_path: Path, fake_openai: FakeOpenAI, pg_url: str, pg_server: PgServer
+) -> None:
+    from tests.gateway.cli.test_sessions_cli import cli
+
+    home = tmp_path / "h"
+    fake_openai.reply("Stored in PostgreSQL.")
+    async with run_gateway(home, fake_openai.base_url, config={"storage": {"url": pg_url}}) as gw:
+        assert (await gw.ask("remember this")).status_code == 200
+    listed = cli(home, "list")
+    assert listed.code == 0, listed.err
+    async with PgStore(pg_url) as store:
+        sid = await store.read(lambda c: c.execute("SELECT id FROM sessions").fetchone()[0])
+    assert sid[:8] in listed.out
+    renamed = cli(home, "rename", sid, "From the CLI")
+    assert renamed.code == 0, renamed.err
+    async with PgStore(pg_url) as store:
+        assert await store.get_session(sid) is not None
+        title = (await store.get_session(sid) or {})["title"]
+    assert title == "From the CLI"
+    assert pg_server.password not in listed.out + listed.err + renamed.out + renamed.err
