@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from storage import InvalidTitleError, TitleConflictError, clean_title, ops
+from storage import InvalidTitleError, TitleConflictError, clean_title, ops, queries
 
 from .llm import ModelClient, Usage
 
 if TYPE_CHECKING:
-    from storage import StateStore
+    from storage import Store
 
 log = structlog.get_logger("hermes.titles")
 
@@ -64,7 +64,7 @@ def _usable(title: str | None) -> str | None:
 
 
 async def auto_title(
-    store: StateStore, client: ModelClient, session_id: str, user_text: str, reply_text: str, *, model: str | None
+    store: Store, client: ModelClient, session_id: str, user_text: str, reply_text: str, *, model: str | None
 ) -> str | None:
     """Title ``session_id`` if it still has none; returns the title set, or None.
 
@@ -75,11 +75,11 @@ async def auto_title(
 
     def op(conn: sqlite3.Connection) -> str | None:
         # Checked and set in one transaction: a title set by hand meanwhile always wins.
-        row = conn.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        row = queries.get_session(conn, session_id)
         if row is None:
             return None  # deleted meanwhile: nothing left to bill or name
         ops.record_usage(conn, session_id, **usage.session_columns())
-        if wanted is None or row[0]:
+        if wanted is None or row["title"]:
             return None
         try:
             return ops.set_session_title(conn, session_id, wanted)

@@ -11,6 +11,8 @@ are defined here. This module exports them all::
     │   ├── StorageFullError            the disk is full; nothing was written
     │   ├── BlobTooLargeError           a file for the media store was larger than its limit
     │   ├── StorageLockedError          another daemon owns this state.db
+    │   ├── StorageURLError             storage.url names no backend, or is malformed
+    │   ├── StorageUnavailableError     the database server cannot be reached
     │   ├── StorageClosedError          the writer has stopped
     │   ├── SchemaError                 state.db cannot be opened or upgraded
     │   ├── SessionNotFoundError
@@ -121,6 +123,8 @@ from storage.errors import (
     StorageError,
     StorageFullError,
     StorageLockedError,
+    StorageUnavailableError,
+    StorageURLError,
     TitleConflictError,
 )
 
@@ -280,6 +284,8 @@ _TABLE: tuple[tuple[type[BaseException], int, str, int, float | None], ...] = (
     (StorageBusyError, 503, "storage_busy", EX_TEMPFAIL, 5.0),
     (StorageLockedError, 503, "storage_locked", EX_TEMPFAIL, None),
     (StorageClosedError, 503, "shutting_down", EX_TEMPFAIL, 30.0),
+    (StorageUnavailableError, 503, "storage_unavailable", EX_TEMPFAIL, 5.0),
+    (StorageURLError, 500, "storage_error", EX_CONFIG, None),
     (SchemaError, 500, "storage_error", EX_SOFTWARE, None),
     (SessionNotFoundError, 404, "not_found", 1, None),
     (AmbiguousSessionError, 400, "ambiguous_session", 1, None),
@@ -387,6 +393,8 @@ __all__ = [
     "StorageError",
     "StorageFullError",
     "StorageLockedError",
+    "StorageURLError",
+    "StorageUnavailableError",
     "TitleConflictError",
     "ToolError",
     "TranscriptionError",

@@ -49,6 +49,14 @@ class StorageLockedError(StorageError):
         )
 
 
+class StorageURLError(StorageError):
+    """``storage.url`` names no backend we have, or is malformed (the message never shows a password)."""
+
+
+class StorageUnavailableError(StorageError):
+    """The database server cannot be reached or went away mid-operation; nothing was written."""
+
+
 class StorageClosedError(StorageError):
     """The writer has stopped and accepts no more work."""
 

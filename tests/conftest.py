@@ -7,7 +7,7 @@ import pytest
 
 from storage import StateStore, WriterSettings
 
-pytest_plugins = ["tests.fakes.plugin", "tests.emulators.plugin"]
+pytest_plugins = ["tests.fakes.plugin", "tests.emulators.plugin", "tests.pg.plugin"]
 
 
 @pytest.fixture

@@ -1,0 +1,1 @@
+"""A real PostgreSQL server for the tests and the benchmarks (never a mock)."""
