@@ -13,6 +13,8 @@ are defined here. This module exports them all::
     │   ├── StorageLockedError          another daemon owns this state.db
     │   ├── StorageURLError             storage.url names no backend, or is malformed
     │   ├── StorageUnavailableError     the database server cannot be reached
+    │   ├── CopyError                   a copy between backends (storage copy) could not run or stopped
+    │   │   └── CopyRefusedError        a copy that would do harm (a live source, a target with other data)
     │   ├── StorageClosedError          the writer has stopped
     │   ├── SchemaError                 state.db cannot be opened or upgraded
     │   ├── SessionNotFoundError
@@ -114,6 +116,8 @@ from core.tools.web import UrlRefusedError
 from storage.errors import (
     AmbiguousSessionError,
     BlobTooLargeError,
+    CopyError,
+    CopyRefusedError,
     GatewayError,
     InvalidTitleError,
     SchemaError,
@@ -285,6 +289,8 @@ _TABLE: tuple[tuple[type[BaseException], int, str, int, float | None], ...] = (
     (StorageLockedError, 503, "storage_locked", EX_TEMPFAIL, None),
     (StorageClosedError, 503, "shutting_down", EX_TEMPFAIL, 30.0),
     (StorageUnavailableError, 503, "storage_unavailable", EX_TEMPFAIL, 5.0),
+    (CopyRefusedError, 409, "copy_refused", 1, None),
+    (CopyError, 500, "storage_error", 1, None),
     (StorageURLError, 500, "storage_error", EX_CONFIG, None),
     (SchemaError, 500, "storage_error", EX_SOFTWARE, None),
     (SessionNotFoundError, 404, "not_found", 1, None),
@@ -342,7 +348,11 @@ def describe(exc: BaseException) -> ErrorView:
 
 
 __all__ = [
-    "EX_CONFIG", "EX_SOFTWARE", "EX_TEMPFAIL", "EX_UNAVAILABLE", "EX_USAGE",
+    "EX_CONFIG",
+    "EX_SOFTWARE",
+    "EX_TEMPFAIL",
+    "EX_UNAVAILABLE",
+    "EX_USAGE",
     "AdapterError",
     "AmbiguousSessionError",
     "BadInputError",
@@ -352,12 +362,17 @@ __all__ = [
     "CompressionError",
     "ConfigError",
     "ControlError",
-    "DaemonNotRunningError", "DaemonRunningError", "DaemonUnreachableError",
+    "CopyError",
+    "CopyRefusedError",
+    "DaemonNotRunningError",
+    "DaemonRunningError",
+    "DaemonUnreachableError",
     "DuplicateRequestError",
     "ErrorView",
     "FatalAdapterError",
     "GatewayError",
-    "HandoffInFlightError", "HandoffRefusedError",
+    "HandoffInFlightError",
+    "HandoffRefusedError",
     "InputTooLongError",
     "InvalidPruneAgeError",
     "InvalidTitleError",

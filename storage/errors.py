@@ -57,6 +57,15 @@ class StorageUnavailableError(StorageError):
     """The database server cannot be reached or went away mid-operation; nothing was written."""
 
 
+class CopyError(StorageError):
+    """A copy between backends (``storage copy``) could not run or stopped (the message says why
+    and never shows a password)."""
+
+
+class CopyRefusedError(CopyError):
+    """A copy that would do harm: a source a daemon is writing, a target holding other data."""
+
+
 class StorageClosedError(StorageError):
     """The writer has stopped and accepts no more work."""
 

@@ -5,16 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from ..errors import StorageError
+from ..errors import CopyError as CopyError
+from ..errors import CopyRefusedError as CopyRefusedError
 from ._plan import TablePlan, TableShape
-
-
-class CopyError(StorageError):
-    """A copy could not run or stopped (the message says why and never shows a password)."""
-
-
-class CopyRefusedError(CopyError):
-    """A copy that would do harm: a source a daemon is writing, a target holding other data."""
 
 
 @dataclass(frozen=True)
