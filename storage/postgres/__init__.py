@@ -5,6 +5,8 @@ state.db, for several gateway nodes sharing one database.
   of psycopg connections used from worker threads; ``listen_connection`` for ``LISTEN``.
 - ``_conn``: ``PgConnection``, what a function of a connection receives, and ``Row`` (read as
   ``sqlite3.Row`` is).
+- ``_search`` (``search``), ``_search_plan``, ``_search_text``: full-text search (migration 0003's
+  tsvector and pg_trgm indexes), ranked by FTS5's bm25 so both backends answer alike.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 
@@ -12,6 +14,7 @@ Functions of a connection are plain functions, named and shaped as the SQLite ba
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
 """
 
+from . import _search as search
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
 from ._store import PgStore
@@ -25,4 +28,5 @@ __all__ = [
     "latest_pg_version",
     "load_migrations",
     "migrate",
+    "search",
 ]

@@ -1,0 +1,276 @@
+"""Full-text search on PostgreSQL: matching messages (``search_messages``), discovery of sessions
+(``search_sessions``) and scrolling around a hit (``messages_around``), as state.db's search.
+
+The word index is the ``search_words`` tsvector (GIN), the substring index pg_trgm (GIN) over
+``hermes_search_text``; both are kept by PostgreSQL in the row's own transaction, so unlike
+state.db nothing waits for an indexer. Hits rank by FTS5's bm25 (``_search_plan.rank_sql``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from .._model import ChatOwner
+from ._conn import PgConnection
+from ._search_plan import (
+    SCAN,
+    TRIGRAM,
+    TRIGRAM_ROWS_SQL,
+    WORDS,
+    Plan,
+    Term,
+    idf,
+    like_sql,
+    plan,
+    rank_sql,
+    tsquery,
+)
+from ._search_text import corpus_figures, filters, hits_of, like_snippet, substring_snippet, word_snippet
+
+CONTEXT_CHARS = 200
+
+
+def _row_dict(row: Any) -> dict[str, Any]:
+    return {key: row[key] for key in row.keys()}
+
+
+def _short(text: str | None) -> str | None:
+    if text is None:
+        return None
+    return text if len(text) <= CONTEXT_CHARS else text[:CONTEXT_CHARS] + "..."
+
+
+def _neighbour(conn: PgConnection, session_id: str, message_id: int, before: bool) -> dict[str, Any] | None:
+    op, order = ("<", "DESC") if before else (">", "ASC")
+    row = conn.execute(
+        f"SELECT id, role, content FROM messages WHERE session_id = %s AND id {op} %s ORDER BY id {order} LIMIT 1",
+        (session_id, message_id),
+    ).fetchone()
+    if row is None:
+        return None
+    return {"id": row["id"], "role": row["role"], "content": _short(row["content"])}
+
+
+def _plan(conn: PgConnection, query: str) -> Plan | None:
+    def has_word_hits(term: Term) -> bool:
+        sql = "SELECT 1 FROM messages m WHERE m.search_words @@ to_tsquery('simple', %s) LIMIT 1"
+        return conn.execute(sql, (tsquery(term),)).fetchone() is not None
+
+    return plan(query, has_word_hits)
+
+
+def _match(p: Plan) -> tuple[str, list[Any]]:
+    """The WHERE condition of the plan's hits, and the rank of each (lower first)."""
+    if p.kind == WORDS:
+        return "m.search_words @@ to_tsquery('simple', %s)", [tsquery(p.tree)]
+    sql, params = like_sql(p.tree)
+    if p.kind == TRIGRAM:  # the substring index holds no tool results (migration 0003)
+        return f"{TRIGRAM_ROWS_SQL} AND {sql}", params
+    return sql, params
+
+
+def _rank(conn: PgConnection, p: Plan) -> tuple[str, list[Any]]:
+    if p.kind == SCAN:
+        return "(-m.id)", []
+    rows, avgdl = corpus_figures(conn, p.kind)
+    # One term's IDF scales every score alike; counting its hits would change no order.
+    weights = [idf(rows, hits_of(conn, p.kind, t)) for t in p.terms] if len(p.terms) > 1 else [1.0]
+    return rank_sql(p.kind, p.terms, weights, avgdl)
+
+
+def _snippet(p: Plan, columns: Sequence[str | None]) -> str | None:
+    if p.kind == WORDS:
+        return word_snippet(columns, p.terms)
+    if p.kind == TRIGRAM:
+        return substring_snippet(columns, p.terms)
+    content, tool_name, tool_calls = columns
+    return like_snippet(content or tool_calls or tool_name or "", p.first_term)
+
+
+def search_messages(
+    conn: PgConnection,
+    query: str,
+    *,
+    source_filter: Sequence[str] | None = None,
+    exclude_sources: Sequence[str] | None = None,
+    role_filter: Sequence[str] | None = None,
+    limit: int = 20,
+    offset: int = 0,
+    owner: ChatOwner | None = None,
+) -> list[dict[str, Any]]:
+    """Full-text search with FTS5 syntax; user text is sanitized first. A term of three
+    characters or more that is no whole word anywhere matches as a substring (``netw``)."""
+    p = _plan(conn, query)
+    if p is None:
+        return []
+    match, match_params = _match(p)
+    rank, rank_params = _rank(conn, p)
+    where, params = filters(source_filter, exclude_sources, role_filter, owner=owner)
+    rows = conn.execute(
+        f"""
+        SELECT m.id, m.session_id, m.role, m.timestamp, s.source, s.model, s.started_at AS session_started,
+               m.content, m.tool_name, m.tool_calls
+        FROM (SELECT m.id, {rank} AS rank FROM messages m JOIN sessions s ON s.id = m.session_id
+              WHERE {match} {where}) h
+        JOIN messages m ON m.id = h.id JOIN sessions s ON s.id = m.session_id
+        ORDER BY h.rank, m.id DESC LIMIT %s OFFSET %s
+        """,
+        (*rank_params, *match_params, *params, limit, offset),
+    ).fetchall()
+    results = []
+    for row in rows:
+        d = {k: row[k] for k in ("id", "session_id", "role", "timestamp", "source", "model", "session_started")}
+        d["snippet"] = _snippet(p, (row["content"], row["tool_name"], row["tool_calls"]))
+        d["context"] = [
+            c
+            for c in (
+                _neighbour(conn, d["session_id"], d["id"], before=True),
+                _neighbour(conn, d["session_id"], d["id"], before=False),
+            )
+            if c is not None
+        ]
+        results.append(d)
+    return results
+
+
+def _window(conn: PgConnection, session_id: str, anchor_id: int, window: int) -> dict[str, Any]:
+    before = conn.execute(
+        "SELECT id, role, content, tool_name, timestamp FROM messages WHERE session_id = %s AND id < %s "
+        "ORDER BY id DESC LIMIT %s",
+        (session_id, anchor_id, window),
+    ).fetchall()
+    after = conn.execute(
+        "SELECT id, role, content, tool_name, timestamp FROM messages WHERE session_id = %s AND id >= %s "
+        "ORDER BY id ASC LIMIT %s",
+        (session_id, anchor_id, window + 1),
+    ).fetchall()
+    messages = [_row_dict(r) for r in reversed(before)] + [_row_dict(r) for r in after]
+    for m in messages:
+        m["anchor"] = m["id"] == anchor_id
+    return {
+        "session_id": session_id,
+        "around_message_id": anchor_id,
+        "messages": messages,
+        "messages_before": len(before),
+        "messages_after": max(0, len(after) - 1),
+    }
+
+
+def messages_around(conn: PgConnection, session_id: str, around_message_id: int,
+                    window: int = 10) -> dict[str, Any]:
+    """Scroll: ±window messages centred on one message of a session."""
+    return _window(conn, session_id, around_message_id, max(0, min(window, 100)))
+
+
+def _bookends(conn: PgConnection, session_id: str, n: int = 3) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    cols = "id, role, content, timestamp"
+    start = conn.execute(
+        f"SELECT {cols} FROM messages WHERE session_id = %s AND role IN ('user', 'assistant') "
+        "AND content IS NOT NULL AND content != '' ORDER BY id LIMIT %s",
+        (session_id, n),
+    ).fetchall()
+    end = conn.execute(
+        f"SELECT {cols} FROM messages WHERE session_id = %s AND role IN ('user', 'assistant') "
+        "AND content IS NOT NULL AND content != '' ORDER BY id DESC LIMIT %s",
+        (session_id, n),
+    ).fetchall()
+    return [_row_dict(r) for r in start], [_row_dict(r) for r in reversed(end)]
+
+
+def _lineage_root(conn: PgConnection, session_id: str, cache: dict[str, str]) -> str:
+    """The oldest ancestor (as ``queries.lineage_ancestors`` walks it): one result per lineage."""
+    if session_id not in cache:
+        row = conn.execute(
+            """
+            WITH RECURSIVE lineage(id, parent_session_id, depth) AS (
+                SELECT id, parent_session_id, 0 FROM sessions WHERE id = %s
+                UNION ALL
+                SELECT s.id, s.parent_session_id, l.depth + 1
+                FROM sessions s JOIN lineage l ON s.id = l.parent_session_id
+                WHERE l.depth < 10000
+            )
+            SELECT id FROM lineage ORDER BY depth DESC LIMIT 1
+            """,
+            (session_id,),
+        ).fetchone()
+        cache[session_id] = str(row[0]) if row is not None else session_id
+    return cache[session_id]
+
+
+def search_sessions(
+    conn: PgConnection,
+    query: str,
+    *,
+    limit: int = 3,
+    role_filter: Sequence[str] | None = ("user", "assistant"),
+    source_filter: Sequence[str] | None = None,
+    exclude_session_ids: Sequence[str] | None = None,
+    sort: str | None = None,
+    window: int = 5,
+    owner: ChatOwner | None = None,
+) -> list[dict[str, Any]]:
+    """Discovery: the top sessions for a query, one per lineage, each with its
+    opening and closing messages and a window around the best hit; ``owner``
+    keeps only the sessions that chat may resume."""
+    p = _plan(conn, query)
+    if p is None:
+        return []
+    match, match_params = _match(p)
+    rank, rank_params = _rank(conn, p)
+    where, params = filters(source_filter, None, role_filter, exclude_session_ids, owner)
+    order = {"newest": "started_at DESC, rank, id DESC", "oldest": "started_at ASC, rank, id DESC"}.get(
+        sort or "", "rank, id DESC"
+    )
+    # Filters apply before ranking, and each session keeps only its best hit,
+    # so noisy sessions cannot crowd out the one that matters.
+    sql = f"""
+        SELECT id, session_id, title, source, started_at FROM (
+            SELECT h.*, ROW_NUMBER() OVER (PARTITION BY h.session_id ORDER BY h.rank, h.id DESC) AS rn FROM (
+                SELECT m.id, m.session_id, s.title, s.source, s.started_at, {rank} AS rank
+                FROM messages m JOIN sessions s ON s.id = m.session_id
+                WHERE {match} {where}
+            ) h
+        ) best WHERE rn = 1
+        ORDER BY {order}
+        LIMIT %s OFFSET %s
+    """
+    roots: dict[str, str] = {}
+    seen: set[str] = set()
+    results: list[dict[str, Any]] = []
+    page = max(limit * 4, 20)
+    offset = 0
+    while len(results) < limit:
+        rows = conn.execute(sql, (*rank_params, *match_params, *params, page, offset)).fetchall()
+        for row in rows:
+            root = _lineage_root(conn, row["session_id"], roots)
+            if root in seen:
+                continue
+            seen.add(root)
+            results.append(_discovery_result(conn, p, row, window))
+            if len(results) >= limit:
+                break
+        if len(rows) < page:
+            break
+        offset += page
+    return results
+
+
+def _discovery_result(conn: PgConnection, p: Plan, row: Any, window: int) -> dict[str, Any]:
+    hit = conn.execute("SELECT content, tool_name, tool_calls FROM messages WHERE id = %s", (row["id"],)).fetchone()
+    snippet = None if hit is None else _snippet(p, (hit[0], hit[1], hit[2]))
+    start, end = _bookends(conn, row["session_id"])
+    win = _window(conn, row["session_id"], row["id"], window)
+    return {
+        "session_id": row["session_id"],
+        "title": row["title"],
+        "when": row["started_at"],
+        "source": row["source"],
+        "snippet": snippet,
+        "bookend_start": start,
+        "messages": win["messages"],
+        "bookend_end": end,
+        "match_message_id": row["id"],
+        "messages_before": win["messages_before"],
+        "messages_after": win["messages_after"],
+    }

@@ -1,0 +1,233 @@
+"""How a search runs on PostgreSQL: the query a person typed, as state.db's search reads it.
+
+The text goes through the same sanitizer as state.db's (``sanitize_fts5_query``: whatever was
+typed becomes words, "phrases", ``prefix*`` and AND/OR/NOT, never a syntax error), and is then
+parsed with FTS5's precedence (adjacent terms, then NOT, AND, OR) into a small tree. From the
+tree come, never by pasting user text into SQL (every term is a bound parameter):
+
+- for the word index (``search_words``, a tsvector): a tsquery of lexemes that are runs of
+  letters and digits only, so the tsquery syntax cannot break;
+- for the substring index (pg_trgm on ``hermes_search_text``): ILIKE patterns, escaped;
+- the ranking: bm25 with FTS5's constants and formula (``rank_sql``), so both backends put the
+  same hits first (README, "Search on PostgreSQL").
+
+The three ways to match are those of ``storage/sqlite/_search_plan.py``: whole words and
+``prefix*``; a substring of three characters or more (CJK, and a part of a word such as
+``netw``); and a scan for the one- and two-character CJK terms no index serves.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..sqlite import sanitize_fts5_query
+
+WORDS, TRIGRAM, SCAN = "words", "trigram", "scan"
+#: the substring index's expression and row filter, exactly as migration 0003 declares them
+TEXT_SQL = "hermes_search_text(m.content, m.tool_name, m.tool_calls)"
+TRIGRAM_ROWS_SQL = "m.role <> 'tool'"
+#: FTS5's bm25 constants (fts5_aux.c)
+K1, B = 1.2, 0.75
+
+_PLAN_TOKEN = re.compile(r'"(?P<term>[^"]*)"(?P<prefix>\*?)|(?P<op>AND|OR|NOT)')
+# unicode61's tokens: runs of letters and digits (the word index is built the same way)
+_WORD = re.compile(r"[^\W_]+")
+_PRECEDENCE = {"OR": 1, "AND": 2, "NOT": 3}
+
+
+@dataclass(frozen=True)
+class Term:
+    text: str
+    prefix: bool = False
+
+    @property
+    def words(self) -> list[str]:
+        return [w.lower() for w in _WORD.findall(self.text)]
+
+
+@dataclass(frozen=True)
+class Op:
+    op: str  # AND, OR, NOT (FTS5's binary NOT: left AND NOT right)
+    left: Node
+    right: Node
+
+
+Node = Term | Op
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One search: which index, the query tree, its terms in order (bm25's phrases)."""
+
+    kind: str
+    tree: Node
+    terms: tuple[Term, ...]
+
+    @property
+    def first_term(self) -> str:
+        return self.terms[0].text
+
+
+def has_cjk(text: str) -> bool:
+    """The same ranges as state.db's search uses to pick its trigram index."""
+    for ch in text:
+        code = ord(ch)
+        if (
+            0x3040 <= code <= 0x30FF  # kana
+            or 0x3400 <= code <= 0x4DBF
+            or 0x4E00 <= code <= 0x9FFF
+            or 0xAC00 <= code <= 0xD7AF  # hangul
+            or 0xF900 <= code <= 0xFAFF
+            or 0x20000 <= code <= 0x2FA1F
+        ):
+            return True
+    return False
+
+
+def _parse(cleaned: str) -> tuple[Node, tuple[Term, ...]] | None:
+    """FTS5's grammar over the sanitizer's output: adjacent terms bind tightest, then NOT, AND, OR."""
+    seq: list[Node | str] = []
+    terms: list[Term] = []
+    for m in _PLAN_TOKEN.finditer(cleaned):
+        op = m.group("op")
+        if op is not None:
+            seq.append(op)
+            continue
+        term = Term(m.group("term"), bool(m.group("prefix")))
+        if not term.words:
+            return None
+        terms.append(term)
+        if seq and not isinstance(seq[-1], str):
+            seq[-1] = Op("AND", seq[-1], term)
+        else:
+            seq.append(term)
+    out: list[Node] = []
+    ops: list[str] = []
+
+    def reduce() -> None:
+        right, left = out.pop(), out.pop()
+        out.append(Op(ops.pop(), left, right))
+
+    for item in seq:
+        if isinstance(item, str):
+            while ops and _PRECEDENCE[ops[-1]] >= _PRECEDENCE[item]:
+                reduce()
+            ops.append(item)
+        else:
+            out.append(item)
+    while ops:
+        reduce()
+    return (out[0], tuple(terms)) if len(out) == 1 else None
+
+
+def plan(query: str, has_word_hits: Callable[[Term], bool]) -> Plan | None:
+    """None when nothing searchable is left. ``has_word_hits`` probes the word index for a term."""
+    cleaned = sanitize_fts5_query(query)
+    parsed = _parse(cleaned) if cleaned else None
+    if parsed is None:
+        return None
+    tree, terms = parsed
+    if has_cjk(query):
+        # unicode61 cannot cut CJK text into words: substrings of three characters or more come
+        # from the trigram index, shorter ones from a scan (no index holds them).
+        return Plan(SCAN if any(len(t.text) < 3 for t in terms) else TRIGRAM, tree, terms)
+    return Plan(_substring_or_words(tree, terms, has_word_hits), tree, terms)
+
+
+def _substring_or_words(tree: Node, terms: tuple[Term, ...], has_word_hits: Callable[[Term], bool]) -> str:
+    """The trigram index when a term that must match is no whole word anywhere (``netw``).
+
+    As state.db decides: only when every term has three characters or more (a trigram cannot
+    match fewer), and a term after NOT does not count (a missing word excludes nothing)."""
+    if any(len(t.text) < 3 for t in terms):
+        return WORDS
+    must = _positive(tree)
+    if not must or all(has_word_hits(t) for t in must):
+        return WORDS
+    return TRIGRAM
+
+
+def _positive(node: Node) -> list[Term]:
+    if isinstance(node, Term):
+        return [node]
+    if node.op == "NOT":
+        return _positive(node.left)
+    return _positive(node.left) + _positive(node.right)
+
+
+# ------------------------------------------------------------------ SQL
+
+
+def term_tsquery(term: Term) -> str:
+    """A tsquery of one term: its words in a row (``<->``), the last one a prefix for ``word*``.
+    The words are letters and digits only, so this text is always valid tsquery syntax."""
+    words = [f"'{w}'" for w in term.words]
+    if term.prefix:
+        words[-1] += ":*"
+    return " <-> ".join(words)
+
+
+def tsquery(node: Node) -> str:
+    if isinstance(node, Term):
+        return f"({term_tsquery(node)})"
+    left, right = tsquery(node.left), tsquery(node.right)
+    return {"AND": f"({left} & {right})", "OR": f"({left} | {right})", "NOT": f"({left} & !{right})"}[node.op]
+
+
+def escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def like_sql(node: Node) -> tuple[str, list[Any]]:
+    """A boolean expression over ``m`` matching each term as a substring, case-insensitively."""
+    if isinstance(node, Term):
+        return f"({TEXT_SQL} ILIKE %s)", [f"%{escape_like(node.text)}%"]
+    left, lp = like_sql(node.left)
+    right, rp = like_sql(node.right)
+    joiner = {"AND": "AND", "OR": "OR", "NOT": "AND NOT"}[node.op]
+    return f"({left} {joiner} {right})", lp + rp
+
+
+def word_tf_pattern(term: Term) -> str:
+    """A regular expression counting a term's occurrences as unicode61 tokens (bm25's f(q, D))."""
+    body = "[^[:alnum:]]+".join(term.words)
+    return f"(?<![[:alnum:]]){body}" + ("" if term.prefix else "(?![[:alnum:]])")
+
+
+def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float) -> tuple[str, list[Any]]:
+    """FTS5's bm25 (negated: lower ranks first), over the word index or the trigram index.
+
+    Words: f(q, D) counts the term's tokens in the row's three columns, |D| is the row's token
+    count (``search_tokens``). Trigrams: every three characters are a token, so f(q, D) counts
+    the term's occurrences and |D| is the row's characters less two per column."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if kind == WORDS:
+        length = "m.search_tokens"
+        doc = "concat_ws(' ', m.content, m.tool_name, m.tool_calls)"
+    else:
+        length = ("(greatest(char_length(m.content) - 2, 0) + greatest(char_length(m.tool_name) - 2, 0)"
+                  " + greatest(char_length(m.tool_calls) - 2, 0))")
+        length = f"coalesce({length}, 0)"
+        doc = "lower(concat_ws(chr(1), m.content, m.tool_name, m.tool_calls))"
+    for term, weight in zip(terms, idf, strict=True):
+        tf_params: list[Any]
+        if kind == WORDS:
+            tf, tf_params = f"regexp_count({doc}, %s, 1, 'i')::float8", [word_tf_pattern(term)]
+        else:
+            tf = f"((char_length({doc}) - char_length(replace({doc}, %s, ''))) / %s)::float8"
+            tf_params = [term.text.lower(), max(1, len(term.text))]
+        # the order of FTS5's arithmetic, so equal inputs give bit-equal scores
+        parts.append(f"%s * (({tf} * %s) / ({tf} + %s * (1 - %s + %s * {length} / %s)))")
+        params += [weight, *tf_params, K1 + 1.0, *tf_params, K1, B, B, avgdl]
+    return "(-1.0 * (" + " + ".join(parts) + "))", params
+
+
+def idf(n_rows: int, n_hit: int) -> float:
+    """FTS5's IDF of a phrase found in ``n_hit`` of ``n_rows`` rows (never below 1e-6)."""
+    value = math.log((n_rows - n_hit + 0.5) / (n_hit + 0.5))
+    return value if value > 0.0 else 1e-6
