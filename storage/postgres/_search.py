@@ -75,7 +75,11 @@ def _rank(conn: PgConnection, p: Plan) -> tuple[str, list[Any]]:
         return "(-m.id)", []
     rows, avgdl = corpus_figures(conn, p.kind)
     # One term's IDF scales every score alike; counting its hits would change no order.
-    weights = [idf(rows, hits_of(conn, p.kind, t)) for t in p.terms] if len(p.terms) > 1 else [1.0]
+    counted: dict[Term, int] = {}
+    for t in p.terms if len(p.terms) > 1 else ():
+        if t not in counted:
+            counted[t] = hits_of(conn, p.kind, t)
+    weights = [idf(rows, counted[t]) for t in p.terms] if counted else [1.0]
     return rank_sql(p.kind, p.terms, weights, avgdl)
 
 
