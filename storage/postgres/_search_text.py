@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,9 @@ SNIPPET_TOKENS = 40
 #: from a fixed sample of about SAMPLE_ROWS rows (the ranking needs a mean, not a census)
 EXACT_BELOW = 50_000
 SAMPLE_ROWS = 20_000
+#: how long a sampled estimate is reused by this process (a mean that moves slowly)
+SAMPLE_TTL_S = 300.0
+_sampled: dict[tuple[str, int, str, str], tuple[float, tuple[int, float]]] = {}
 _WORD = re.compile(r"[^\W_]+")
 
 # The /resume rule of storage/sqlite/_ownership.py, with this driver's parameters.
@@ -67,7 +71,11 @@ def corpus_figures(conn: PgConnection, kind: str) -> tuple[int, float]:
     row = conn.execute("SELECT reltuples FROM pg_class WHERE oid = 'messages'::regclass").fetchone()
     estimate = float(row[0]) if row is not None and row[0] is not None else -1.0
     sample = ""
+    key = (str(conn.info.host), int(conn.info.port), str(conn.info.dbname), kind)
     if estimate >= EXACT_BELOW:
+        cached = _sampled.get(key)
+        if cached is not None and time.monotonic() - cached[0] < SAMPLE_TTL_S:
+            return cached[1]
         sample = f" TABLESAMPLE SYSTEM ({min(100.0, 100.0 * SAMPLE_ROWS / estimate)}) REPEATABLE (26)"
     counted = conn.execute(
         f"SELECT count(*), count(*) FILTER (WHERE {member}), coalesce(sum({length}) FILTER (WHERE {member}), 0) "
@@ -78,7 +86,10 @@ def corpus_figures(conn: PgConnection, kind: str) -> tuple[int, float]:
     if not members:
         return 0, 1.0
     rows = members if not sample else round(estimate * members / max(1, seen))
-    return max(rows, 1), tokens / members
+    figures = (max(rows, 1), tokens / members)
+    if sample:
+        _sampled[key] = (time.monotonic(), figures)
+    return figures
 
 
 def hits_of(conn: PgConnection, kind: str, term: Term) -> int:
