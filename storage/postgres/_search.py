@@ -14,6 +14,7 @@ from typing import Any
 from .._model import ChatOwner
 from ._conn import PgConnection
 from ._search_plan import (
+    COUNT_RANKS_SQL,
     SCAN,
     TRIGRAM,
     TRIGRAM_ROWS_SQL,
@@ -80,7 +81,18 @@ def _rank(conn: PgConnection, p: Plan) -> tuple[str, list[Any]]:
         if t not in counted:
             counted[t] = hits_of(conn, p.kind, t)
     weights = [idf(rows, counted[t]) for t in p.terms] if counted else [1.0]
-    return rank_sql(p.kind, p.terms, weights, avgdl)
+    return rank_sql(p.kind, p.terms, weights, avgdl, _count_ranks(conn))
+
+
+_COUNT_RANKS: list[str] = []
+
+
+def _count_ranks(conn: PgConnection) -> str:
+    if not _COUNT_RANKS:
+        row = conn.execute(COUNT_RANKS_SQL).fetchone()
+        assert row is not None
+        _COUNT_RANKS.append(str(row[0]))
+    return _COUNT_RANKS[0]
 
 
 def _snippet(p: Plan, columns: Sequence[str | None]) -> str | None:

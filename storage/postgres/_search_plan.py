@@ -37,6 +37,11 @@ _PLAN_TOKEN = re.compile(r'"(?P<term>[^"]*)"(?P<prefix>\*?)|(?P<op>AND|OR|NOT)')
 # unicode61's tokens: runs of letters and digits (the word index is built the same way)
 _WORD = re.compile(r"[^\W_]+")
 _PRECEDENCE = {"OR": 1, "AND": 2, "NOT": 3}
+_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
+#: ts_rank of one lexeme occurring 1, 2, … 256 times (a tsvector keeps at most 256 positions), as
+#: the server computes it: asked once per process (the same for every database of a build)
+COUNT_RANKS_SQL = ("SELECT (array_agg(ts_rank(to_tsvector('simple', repeat('x ', n)), to_tsquery('simple', 'x'))"
+                   " ORDER BY n))::text FROM generate_series(1, 256) n")
 
 
 @dataclass(frozen=True)
@@ -198,7 +203,8 @@ def word_tf_pattern(term: Term) -> str:
     return f"(?<![[:alnum:]]){body}" + ("" if term.prefix else "(?![[:alnum:]])")
 
 
-def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float) -> tuple[str, list[Any]]:
+def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float,
+             count_ranks: str) -> tuple[str, list[Any]]:
     """FTS5's bm25 (negated: lower ranks first), over the word index or the trigram index.
 
     Words: f(q, D) counts the term's tokens in the row's three columns, |D| is the row's token
@@ -216,7 +222,13 @@ def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float)
         doc = "lower(concat_ws(chr(1), m.content, m.tool_name, m.tool_calls))"
     for term, weight in zip(terms, idf, strict=True):
         tf_params: list[Any]
-        if kind == WORDS:
+        if kind == WORDS and _ASCII_WORD.fullmatch(term.text) and not term.prefix:
+            # One plain word: its count is in the row's tsvector, read back through ts_rank, whose
+            # value for one lexeme depends only on how often it occurs (a table of 1..256; 0 when the
+            # row lacks it: the other side of an OR, a NOT).
+            tf = "coalesce(array_position(%s::real[], ts_rank(m.search_words, to_tsquery('simple', %s))), 0)::float8"
+            tf_params = [count_ranks, term_tsquery(term)]
+        elif kind == WORDS:
             tf, tf_params = f"regexp_count({doc}, %s, 1, 'i')::float8", [word_tf_pattern(term)]
         else:
             tf = f"((char_length({doc}) - char_length(replace({doc}, %s, ''))) / %s)::float8"
