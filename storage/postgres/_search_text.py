@@ -92,8 +92,26 @@ def corpus_figures(conn: PgConnection, kind: str) -> tuple[int, float]:
     return figures
 
 
+_hits: dict[tuple[str, int, str, str, Term], tuple[float, int]] = {}
+
+
 def hits_of(conn: PgConnection, kind: str, term: Term) -> int:
-    """The rows of the index a term matches (bm25's n(q))."""
+    """The rows of the index a term matches (bm25's n(q)); on a big database (where the corpus
+    figures are sampled too) a count is reused for a while, as IDF moves slowly."""
+    key = (str(conn.info.host), int(conn.info.port), str(conn.info.dbname), kind, term)
+    big = (str(conn.info.host), int(conn.info.port), str(conn.info.dbname), kind) in _sampled
+    cached = _hits.get(key) if big else None
+    if cached is not None and time.monotonic() - cached[0] < SAMPLE_TTL_S:
+        return cached[1]
+    n = _count_hits(conn, kind, term)
+    if big:
+        if len(_hits) > 10_000:
+            _hits.clear()
+        _hits[key] = (time.monotonic(), n)
+    return n
+
+
+def _count_hits(conn: PgConnection, kind: str, term: Term) -> int:
     if kind == WORDS:
         sql, params = "m.search_words @@ to_tsquery('simple', %s)", [term_tsquery(term)]
     else:
