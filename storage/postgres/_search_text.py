@@ -147,8 +147,12 @@ def word_snippet(columns: Sequence[str | None], terms: Sequence[Term]) -> str | 
             start = max(0, min(h - (SNIPPET_TOKENS - (window[-1] - h)) // 2, len(tokens) - SNIPPET_TOKENS))
             if best is None or (score, -col) > best[:2]:
                 best = (score, -col, text, tokens, start)
-    if best is None:
-        return None
+    if best is None:  # matched by the server's reading of a word only: the start of the text, as FTS5 shows
+        text = next((t for t in columns if t), "")
+        tokens = list(_WORD.finditer(text))
+        if not tokens:
+            return text[: SNIPPET_TOKENS * 2] or None
+        best = (0, 0, text, tokens, 0)
     _, _, text, tokens, start = best
     end = min(len(tokens), start + SNIPPET_TOKENS)
     out: list[str] = ["..."] if start > 0 else [text[: tokens[0].start()]]
