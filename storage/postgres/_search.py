@@ -8,7 +8,7 @@ state.db nothing waits for an indexer. Hits rank by FTS5's bm25 (``_search_plan.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._model import ChatOwner
@@ -20,6 +20,7 @@ from ._search_plan import (
     TRIGRAM_ROWS_SQL,
     WORDS,
     Plan,
+    Rank,
     Term,
     idf,
     like_sql,
@@ -42,15 +43,19 @@ def _short(text: str | None) -> str | None:
     return text if len(text) <= CONTEXT_CHARS else text[:CONTEXT_CHARS] + "..."
 
 
-def _neighbour(conn: PgConnection, session_id: str, message_id: int, before: bool) -> dict[str, Any] | None:
+def _neighbour(conn: PgConnection, session_id: str, message_id: int, before: bool) -> Callable[[], dict[str, Any] | None]:
+    """Queued (in a pipeline, several go to the server in one round trip); call the result after."""
     op, order = ("<", "DESC") if before else (">", "ASC")
-    row = conn.execute(
+    cur = conn.execute(
         f"SELECT id, role, content FROM messages WHERE session_id = %s AND id {op} %s ORDER BY id {order} LIMIT 1",
         (session_id, message_id),
-    ).fetchone()
-    if row is None:
-        return None
-    return {"id": row["id"], "role": row["role"], "content": _short(row["content"])}
+    )
+
+    def done() -> dict[str, Any] | None:
+        row = cur.fetchone()
+        return None if row is None else {"id": row["id"], "role": row["role"], "content": _short(row["content"])}
+
+    return done
 
 
 def _plan(conn: PgConnection, query: str) -> Plan | None:
@@ -71,9 +76,9 @@ def _match(p: Plan) -> tuple[str, list[Any]]:
     return sql, params
 
 
-def _rank(conn: PgConnection, p: Plan) -> tuple[str, list[Any]]:
+def _rank(conn: PgConnection, p: Plan) -> Rank:
     if p.kind == SCAN:
-        return "(-m.id)", []
+        return Rank("", [], "(-m.id)", [])
     rows, avgdl = corpus_figures(conn, p.kind)
     # One term's IDF scales every score alike; counting its hits would change no order.
     counted: dict[Term, int] = {}
@@ -121,97 +126,104 @@ def search_messages(
     if p is None:
         return []
     match, match_params = _match(p)
-    rank, rank_params = _rank(conn, p)
+    rank = _rank(conn, p)
     where, params = filters(source_filter, exclude_sources, role_filter, owner=owner)
     rows = conn.execute(
         f"""
         SELECT m.id, m.session_id, m.role, m.timestamp, s.source, s.model, s.started_at AS session_started,
                m.content, m.tool_name, m.tool_calls
-        FROM (SELECT m.id, {rank} AS rank FROM messages m JOIN sessions s ON s.id = m.session_id
-              WHERE {match} {where}) h
+        FROM (SELECT m.id, {rank.expr} AS rank FROM messages m{rank.lateral} WHERE {match} {where}) h
         JOIN messages m ON m.id = h.id JOIN sessions s ON s.id = m.session_id
         ORDER BY h.rank, m.id DESC LIMIT %s OFFSET %s
         """,
-        (*rank_params, *match_params, *params, limit, offset),
+        (*rank.expr_params, *rank.lateral_params, *match_params, *params, limit, offset),
+        prepare=False,  # planned for these values: a term's frequency decides the plan
     ).fetchall()
     results = []
-    for row in rows:
-        d = {k: row[k] for k in ("id", "session_id", "role", "timestamp", "source", "model", "session_started")}
-        d["snippet"] = _snippet(p, (row["content"], row["tool_name"], row["tool_calls"]))
-        d["context"] = [
-            c
-            for c in (
-                _neighbour(conn, d["session_id"], d["id"], before=True),
-                _neighbour(conn, d["session_id"], d["id"], before=False),
-            )
-            if c is not None
-        ]
+    pending = []
+    with conn.pipeline():  # the neighbours of every hit in one round trip
+        for row in rows:
+            d = {k: row[k] for k in ("id", "session_id", "role", "timestamp", "source", "model", "session_started")}
+            d["snippet"] = _snippet(p, (row["content"], row["tool_name"], row["tool_calls"]))
+            pending.append((d, _neighbour(conn, d["session_id"], d["id"], True),
+                            _neighbour(conn, d["session_id"], d["id"], False)))
+    for d, before, after in pending:
+        d["context"] = [c for c in (before(), after()) if c is not None]
         results.append(d)
     return results
 
 
-def _window(conn: PgConnection, session_id: str, anchor_id: int, window: int) -> dict[str, Any]:
+def _window(conn: PgConnection, session_id: str, anchor_id: int, window: int) -> Callable[[], dict[str, Any]]:
     before = conn.execute(
         "SELECT id, role, content, tool_name, timestamp FROM messages WHERE session_id = %s AND id < %s "
         "ORDER BY id DESC LIMIT %s",
         (session_id, anchor_id, window),
-    ).fetchall()
+    )
     after = conn.execute(
         "SELECT id, role, content, tool_name, timestamp FROM messages WHERE session_id = %s AND id >= %s "
         "ORDER BY id ASC LIMIT %s",
         (session_id, anchor_id, window + 1),
-    ).fetchall()
-    messages = [_row_dict(r) for r in reversed(before)] + [_row_dict(r) for r in after]
-    for m in messages:
-        m["anchor"] = m["id"] == anchor_id
-    return {
-        "session_id": session_id,
-        "around_message_id": anchor_id,
-        "messages": messages,
-        "messages_before": len(before),
-        "messages_after": max(0, len(after) - 1),
-    }
+    )
+
+    def done() -> dict[str, Any]:
+        before_rows, after_rows = before.fetchall(), after.fetchall()
+        messages = [_row_dict(r) for r in reversed(before_rows)] + [_row_dict(r) for r in after_rows]
+        for m in messages:
+            m["anchor"] = m["id"] == anchor_id
+        return {
+            "session_id": session_id,
+            "around_message_id": anchor_id,
+            "messages": messages,
+            "messages_before": len(before_rows),
+            "messages_after": max(0, len(after_rows) - 1),
+        }
+
+    return done
 
 
 def messages_around(conn: PgConnection, session_id: str, around_message_id: int,
                     window: int = 10) -> dict[str, Any]:
     """Scroll: ±window messages centred on one message of a session."""
-    return _window(conn, session_id, around_message_id, max(0, min(window, 100)))
+    return _window(conn, session_id, around_message_id, max(0, min(window, 100)))()
 
 
-def _bookends(conn: PgConnection, session_id: str, n: int = 3) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _bookends(conn: PgConnection, session_id: str, n: int = 3) -> Callable[[], tuple[list[dict[str, Any]], list[dict[str, Any]]]]:
     cols = "id, role, content, timestamp"
     start = conn.execute(
         f"SELECT {cols} FROM messages WHERE session_id = %s AND role IN ('user', 'assistant') "
         "AND content IS NOT NULL AND content != '' ORDER BY id LIMIT %s",
         (session_id, n),
-    ).fetchall()
+    )
     end = conn.execute(
         f"SELECT {cols} FROM messages WHERE session_id = %s AND role IN ('user', 'assistant') "
         "AND content IS NOT NULL AND content != '' ORDER BY id DESC LIMIT %s",
         (session_id, n),
+    )
+    return lambda: ([_row_dict(r) for r in start.fetchall()], [_row_dict(r) for r in reversed(end.fetchall())])
+
+
+def _lineage_roots(conn: PgConnection, session_ids: Sequence[str], cache: dict[str, str]) -> None:
+    """The oldest ancestor of each session (as ``queries.lineage_ancestors`` walks it), into ``cache``:
+    one result per lineage. One query for a page of hits."""
+    todo = [sid for sid in dict.fromkeys(session_ids) if sid not in cache]
+    if not todo:
+        return
+    rows = conn.execute(
+        """
+        WITH RECURSIVE lineage(start, id, parent_session_id, depth) AS (
+            SELECT id, id, parent_session_id, 0 FROM sessions WHERE id = ANY(%s)
+            UNION ALL
+            SELECT l.start, s.id, s.parent_session_id, l.depth + 1
+            FROM sessions s JOIN lineage l ON s.id = l.parent_session_id
+            WHERE l.depth < 10000
+        )
+        SELECT DISTINCT ON (start) start, id FROM lineage ORDER BY start, depth DESC
+        """,
+        (todo,),
     ).fetchall()
-    return [_row_dict(r) for r in start], [_row_dict(r) for r in reversed(end)]
-
-
-def _lineage_root(conn: PgConnection, session_id: str, cache: dict[str, str]) -> str:
-    """The oldest ancestor (as ``queries.lineage_ancestors`` walks it): one result per lineage."""
-    if session_id not in cache:
-        row = conn.execute(
-            """
-            WITH RECURSIVE lineage(id, parent_session_id, depth) AS (
-                SELECT id, parent_session_id, 0 FROM sessions WHERE id = %s
-                UNION ALL
-                SELECT s.id, s.parent_session_id, l.depth + 1
-                FROM sessions s JOIN lineage l ON s.id = l.parent_session_id
-                WHERE l.depth < 10000
-            )
-            SELECT id FROM lineage ORDER BY depth DESC LIMIT 1
-            """,
-            (session_id,),
-        ).fetchone()
-        cache[session_id] = str(row[0]) if row is not None else session_id
-    return cache[session_id]
+    found = {str(r[0]): str(r[1]) for r in rows}
+    for sid in todo:
+        cache[sid] = found.get(sid, sid)
 
 
 def search_sessions(
@@ -233,60 +245,70 @@ def search_sessions(
     if p is None:
         return []
     match, match_params = _match(p)
-    rank, rank_params = _rank(conn, p)
+    rank = _rank(conn, p)
     where, params = filters(source_filter, None, role_filter, exclude_session_ids, owner)
-    order = {"newest": "started_at DESC, rank, id DESC", "oldest": "started_at ASC, rank, id DESC"}.get(
-        sort or "", "rank, id DESC"
+    order = {"newest": "s.started_at DESC, b.rank, b.id DESC", "oldest": "s.started_at ASC, b.rank, b.id DESC"}.get(
+        sort or "", "b.rank, b.id DESC"
     )
     # Filters apply before ranking, and each session keeps only its best hit,
     # so noisy sessions cannot crowd out the one that matters.
     sql = f"""
-        SELECT id, session_id, title, source, started_at FROM (
-            SELECT h.*, ROW_NUMBER() OVER (PARTITION BY h.session_id ORDER BY h.rank, h.id DESC) AS rn FROM (
-                SELECT m.id, m.session_id, s.title, s.source, s.started_at, {rank} AS rank
-                FROM messages m JOIN sessions s ON s.id = m.session_id
-                WHERE {match} {where}
-            ) h
-        ) best WHERE rn = 1
+        SELECT b.id, b.session_id, s.title, s.source, s.started_at FROM (
+            SELECT h.id, h.session_id, h.rank,
+                   ROW_NUMBER() OVER (PARTITION BY h.session_id ORDER BY h.rank, h.id DESC) AS rn
+            FROM (SELECT m.id, m.session_id, {rank.expr} AS rank FROM messages m{rank.lateral}
+                  WHERE {match} {where}) h
+        ) b JOIN sessions s ON s.id = b.session_id
+        WHERE b.rn = 1
         ORDER BY {order}
         LIMIT %s OFFSET %s
     """
+    head = (*rank.expr_params, *rank.lateral_params, *match_params, *params)
     roots: dict[str, str] = {}
     seen: set[str] = set()
-    results: list[dict[str, Any]] = []
+    chosen: list[Any] = []
     page = max(limit * 4, 20)
     offset = 0
-    while len(results) < limit:
-        rows = conn.execute(sql, (*rank_params, *match_params, *params, page, offset)).fetchall()
+    while len(chosen) < limit:
+        rows = conn.execute(sql, (*head, page, offset), prepare=False).fetchall()
+        _lineage_roots(conn, [row["session_id"] for row in rows], roots)
         for row in rows:
-            root = _lineage_root(conn, row["session_id"], roots)
+            root = roots[row["session_id"]]
             if root in seen:
                 continue
             seen.add(root)
-            results.append(_discovery_result(conn, p, row, window))
-            if len(results) >= limit:
+            chosen.append(row)
+            if len(chosen) >= limit:
                 break
         if len(rows) < page:
             break
         offset += page
-    return results
+    with conn.pipeline():  # every result's rows in one round trip
+        pending = [_discovery_result(conn, p, row, window) for row in chosen]
+    return [done() for done in pending]
 
 
-def _discovery_result(conn: PgConnection, p: Plan, row: Any, window: int) -> dict[str, Any]:
-    hit = conn.execute("SELECT content, tool_name, tool_calls FROM messages WHERE id = %s", (row["id"],)).fetchone()
-    snippet = None if hit is None else _snippet(p, (hit[0], hit[1], hit[2]))
-    start, end = _bookends(conn, row["session_id"])
-    win = _window(conn, row["session_id"], row["id"], window)
-    return {
-        "session_id": row["session_id"],
-        "title": row["title"],
-        "when": row["started_at"],
-        "source": row["source"],
-        "snippet": snippet,
-        "bookend_start": start,
-        "messages": win["messages"],
-        "bookend_end": end,
-        "match_message_id": row["id"],
-        "messages_before": win["messages_before"],
-        "messages_after": win["messages_after"],
-    }
+def _discovery_result(conn: PgConnection, p: Plan, row: Any, window: int) -> Callable[[], dict[str, Any]]:
+    hit = conn.execute("SELECT content, tool_name, tool_calls FROM messages WHERE id = %s", (row["id"],))
+    bookends = _bookends(conn, row["session_id"])
+    around = _window(conn, row["session_id"], row["id"], window)
+
+    def done() -> dict[str, Any]:
+        text = hit.fetchone()
+        start, end = bookends()
+        win = around()
+        return {
+            "session_id": row["session_id"],
+            "title": row["title"],
+            "when": row["started_at"],
+            "source": row["source"],
+            "snippet": None if text is None else _snippet(p, (text[0], text[1], text[2])),
+            "bookend_start": start,
+            "messages": win["messages"],
+            "bookend_end": end,
+            "match_message_id": row["id"],
+            "messages_before": win["messages_before"],
+            "messages_after": win["messages_after"],
+        }
+
+    return done

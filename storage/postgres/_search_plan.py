@@ -203,40 +203,57 @@ def word_tf_pattern(term: Term) -> str:
     return f"(?<![[:alnum:]]){body}" + ("" if term.prefix else "(?![[:alnum:]])")
 
 
-def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float,
-             count_ranks: str) -> tuple[str, list[Any]]:
-    """FTS5's bm25 (negated: lower ranks first), over the word index or the trigram index.
+@dataclass(frozen=True)
+class Rank:
+    """bm25 as SQL: ``lateral`` (joined after ``messages m``) computes each row's term counts
+    and length once, ``expr`` the score from them (negated: lower ranks first)."""
+
+    lateral: str
+    lateral_params: list[Any]
+    expr: str
+    expr_params: list[Any]
+
+
+def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float, count_ranks: str) -> Rank:
+    """FTS5's bm25 over the word index or the trigram index.
 
     Words: f(q, D) counts the term's tokens in the row's three columns, |D| is the row's token
     count (``search_tokens``). Trigrams: every three characters are a token, so f(q, D) counts
-    the term's occurrences and |D| is the row's characters less two per column."""
-    parts: list[str] = []
-    params: list[Any] = []
+    the term's occurrences and |D| is the row's characters less two per column. The LATERAL
+    subqueries end in OFFSET 0 so the planner keeps them whole: each count is computed once."""
+    lateral = ""
+    cols: list[str] = []
+    lateral_params: list[Any] = []
     if kind == WORDS:
-        length = "m.search_tokens"
-        doc = "concat_ws(' ', m.content, m.tool_name, m.tool_calls)"
+        cols.append("m.search_tokens AS len")
     else:
-        length = ("(greatest(char_length(m.content) - 2, 0) + greatest(char_length(m.tool_name) - 2, 0)"
-                  " + greatest(char_length(m.tool_calls) - 2, 0))")
-        length = f"coalesce({length}, 0)"
-        doc = "lower(concat_ws(chr(1), m.content, m.tool_name, m.tool_calls))"
-    for term, weight in zip(terms, idf, strict=True):
-        tf_params: list[Any]
+        cased = any(t.text.lower() != t.text.upper() for t in terms)
+        text = "concat_ws(chr(1), m.content, m.tool_name, m.tool_calls)"
+        lateral = f" CROSS JOIN LATERAL (SELECT {f'lower({text})' if cased else text} AS doc OFFSET 0) d"
+        cols.append("coalesce(greatest(char_length(m.content) - 2, 0), 0) + coalesce(greatest(char_length(m.tool_name)"
+                    " - 2, 0), 0) + coalesce(greatest(char_length(m.tool_calls) - 2, 0), 0) AS len")
+    for i, term in enumerate(terms):
         if kind == WORDS and _ASCII_WORD.fullmatch(term.text) and not term.prefix:
             # One plain word: its count is in the row's tsvector, read back through ts_rank, whose
             # value for one lexeme depends only on how often it occurs (a table of 1..256; 0 when the
             # row lacks it: the other side of an OR, a NOT).
-            tf = "coalesce(array_position(%s::real[], ts_rank(m.search_words, to_tsquery('simple', %s))), 0)::float8"
-            tf_params = [count_ranks, term_tsquery(term)]
+            tf = "coalesce(array_position(%s::real[], ts_rank(m.search_words, to_tsquery('simple', %s))), 0)"
+            lateral_params += [count_ranks, term_tsquery(term)]
         elif kind == WORDS:
-            tf, tf_params = f"regexp_count({doc}, %s, 1, 'i')::float8", [word_tf_pattern(term)]
+            tf = "regexp_count(concat_ws(' ', m.content, m.tool_name, m.tool_calls), %s, 1, 'i')"
+            lateral_params.append(word_tf_pattern(term))
         else:
-            tf = f"((char_length({doc}) - char_length(replace({doc}, %s, ''))) / %s)::float8"
-            tf_params = [term.text.lower(), max(1, len(term.text))]
+            tf = "coalesce(array_length(string_to_array(d.doc, %s), 1) - 1, 0)"
+            lateral_params.append(term.text.lower())
+        cols.append(f"({tf})::float8 AS tf{i}")
+    lateral += f" CROSS JOIN LATERAL (SELECT {', '.join(cols)} OFFSET 0) t"
+    parts: list[str] = []
+    params: list[Any] = []
+    for i, weight in enumerate(idf):
         # the order of FTS5's arithmetic, so equal inputs give bit-equal scores
-        parts.append(f"%s * (({tf} * %s) / ({tf} + %s * (1 - %s + %s * {length} / %s)))")
-        params += [weight, *tf_params, K1 + 1.0, *tf_params, K1, B, B, avgdl]
-    return "(-1.0 * (" + " + ".join(parts) + "))", params
+        parts.append(f"%s * ((t.tf{i} * %s) / (t.tf{i} + %s * (1 - %s + %s * t.len / %s)))")
+        params += [weight, K1 + 1.0, K1, B, B, avgdl]
+    return Rank(lateral, lateral_params, "(-1.0 * (" + " + ".join(parts) + "))", params)
 
 
 def idf(n_rows: int, n_hit: int) -> float:

@@ -44,15 +44,20 @@ def filters(
     exclude_session_ids: Sequence[str] | None = None,
     owner: ChatOwner | None = None,
 ) -> tuple[str, list[Any]]:
-    """The WHERE clauses (each starting with AND) over ``messages m JOIN sessions s``."""
+    """The WHERE clauses (each starting with AND) over ``messages m``."""
     # An answer a /retry replaced is kept, but found no more (the model never sees it again).
     sql = " AND NOT EXISTS (SELECT 1 FROM gateway_superseded x WHERE x.message_id = m.id)"
     params: list[Any] = []
     if owner is not None:
         sql += f" AND m.session_id IN ({_OWNED_SQL})"
         params += [owner.session_key, owner.platform, owner.user_id, owner.platform, owner.user_id]
-    for column, values, negate in (("s.source", source_filter, False), ("s.source", exclude_sources, True),
-                                   ("m.role", role_filter, False), ("m.session_id", exclude_session_ids, True)):
+    # The session's source through EXISTS: ranking joins no session row it does not need.
+    for values, negate in ((source_filter, False), (exclude_sources, True)):
+        if values:
+            sql += (f" AND {'NOT ' if negate else ''}EXISTS (SELECT 1 FROM sessions s WHERE s.id = m.session_id"
+                    f" AND s.source IN ({_in(values)}))")
+            params.extend(values)
+    for column, values, negate in (("m.role", role_filter, False), ("m.session_id", exclude_session_ids, True)):
         if values:
             sql += f" AND {column} {'NOT IN' if negate else 'IN'} ({_in(values)})"
             params.extend(values)
