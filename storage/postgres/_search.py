@@ -252,17 +252,23 @@ def search_sessions(
     )
     # Filters apply before ranking, and each session keeps only its best hit,
     # so noisy sessions cannot crowd out the one that matters.
-    sql = f"""
-        SELECT b.id, b.session_id, s.title, s.source, s.started_at FROM (
-            SELECT h.id, h.session_id, h.rank,
-                   ROW_NUMBER() OVER (PARTITION BY h.session_id ORDER BY h.rank, h.id DESC) AS rn
-            FROM (SELECT m.id, m.session_id, {rank.expr} AS rank FROM messages m{rank.lateral}
-                  WHERE {match} {where}) h
-        ) b JOIN sessions s ON s.id = b.session_id
-        WHERE b.rn = 1
-        ORDER BY {order}
-        LIMIT %s OFFSET %s
+    best = f"""
+        SELECT h.id, h.session_id, h.rank,
+               ROW_NUMBER() OVER (PARTITION BY h.session_id ORDER BY h.rank, h.id DESC) AS rn
+        FROM (SELECT m.id, m.session_id, {rank.expr} AS rank FROM messages m{rank.lateral}
+              WHERE {match} {where}) h
     """
+    if sort in ("newest", "oldest"):
+        sql = f"""
+            SELECT b.id, b.session_id, s.title, s.source, s.started_at FROM ({best}) b
+            JOIN sessions s ON s.id = b.session_id WHERE b.rn = 1 ORDER BY {order} LIMIT %s OFFSET %s
+        """
+    else:  # the page first, then its sessions
+        sql = f"""
+            SELECT b.id, b.session_id, s.title, s.source, s.started_at FROM (
+                SELECT * FROM ({best}) a WHERE a.rn = 1 ORDER BY a.rank, a.id DESC LIMIT %s OFFSET %s
+            ) b JOIN sessions s ON s.id = b.session_id ORDER BY {order}
+        """
     head = (*rank.expr_params, *rank.lateral_params, *match_params, *params)
     roots: dict[str, str] = {}
     seen: set[str] = set()

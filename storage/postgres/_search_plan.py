@@ -190,7 +190,10 @@ def escape_like(text: str) -> str:
 def like_sql(node: Node) -> tuple[str, list[Any]]:
     """A boolean expression over ``m`` matching each term as a substring, case-insensitively."""
     if isinstance(node, Term):
-        return f"({TEXT_SQL} ILIKE %s)", [f"%{escape_like(node.text)}%"]
+        # ILIKE lower-cases the whole text of each row first; a term with no case (CJK, digits)
+        # matches the same with LIKE, at a fraction of the cost
+        op = "ILIKE" if node.text.lower() != node.text.upper() else "LIKE"
+        return f"({TEXT_SQL} {op} %s)", [f"%{escape_like(node.text)}%"]
     left, lp = like_sql(node.left)
     right, rp = like_sql(node.right)
     joiner = {"AND": "AND", "OR": "OR", "NOT": "AND NOT"}[node.op]
