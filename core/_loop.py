@@ -36,7 +36,7 @@ from .streaming import AnswerListener
 from .tools import ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
-    from storage import StateStore
+    from storage import Store
 
 log = structlog.get_logger("hermes.agent")
 
@@ -165,7 +165,7 @@ class ToolLoop:
 
     def __init__(
         self,
-        store: StateStore,
+        store: Store,
         client: ModelClient,
         tools: ToolRegistry,
         ctx: ToolContext,

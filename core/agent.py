@@ -30,7 +30,7 @@ from .streaming import AnswerListener
 from .tools import Approver, CronPort, FileOutbox, ToolContext, ToolRegistry
 
 if TYPE_CHECKING:
-    from storage import StateStore
+    from storage import Store
 
 log = structlog.get_logger("hermes.agent")
 
@@ -127,7 +127,7 @@ class AgentHost(Protocol):
     the runtime builds agents, and an agent never imports the runtime.
     """
 
-    store: StateStore
+    store: Store
     client: ModelClient
     settings: AgentSettings
     background: BackgroundTasks

@@ -58,7 +58,7 @@ BTW_NOTE = ("\n\nThe user now asks a side question about this conversation. Answ
             "is not added to the conversation.")
 
 if TYPE_CHECKING:
-    from storage import StateStore
+    from storage import Store
 
     from .tools.mcp import McpManager
 
@@ -107,7 +107,7 @@ def _snapshot_sections(home: Path, needs: SkillNeeds) -> tuple[str, str, list[Sk
 class AgentRuntime:
     def __init__(
         self,
-        store: StateStore,
+        store: Store,
         client: ModelClient,
         settings: AgentSettings | None = None,
         *,

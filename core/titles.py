@@ -18,7 +18,7 @@ from storage import InvalidTitleError, TitleConflictError, clean_title, ops
 from .llm import ModelClient, Usage
 
 if TYPE_CHECKING:
-    from storage import StateStore
+    from storage import Store
 
 log = structlog.get_logger("hermes.titles")
 
@@ -64,7 +64,7 @@ def _usable(title: str | None) -> str | None:
 
 
 async def auto_title(
-    store: StateStore, client: ModelClient, session_id: str, user_text: str, reply_text: str, *, model: str | None
+    store: Store, client: ModelClient, session_id: str, user_text: str, reply_text: str, *, model: str | None
 ) -> str | None:
     """Title ``session_id`` if it still has none; returns the title set, or None.
 

@@ -2,7 +2,8 @@
 
 Public surface, the only one other packages use:
 
-- ``StateStore``: the async door (``write(op)`` runs ``op`` in the writer's
+- ``Store``: what the gateway holds, whichever backend: the reference's operations awaited,
+  ``write``/``read`` for composed transactions. ``StateStore`` (SQLite) is one: the async door (``write(op)`` runs ``op`` in the writer's
   transaction, ``read(fn)`` on a read-only connection), with ``Writer``,
   ``Reader`` and their settings and counters.
 - Functions of a connection, grouped by table family, that callers compose
@@ -29,6 +30,9 @@ SQL lives there; the media files are ``storage/media/`` (no SQL). The PostgreSQL
 SQL; ``StorageURL`` (``storage.url``) says which backend a deployment uses.
 """
 
+from typing import TYPE_CHECKING
+
+from ._door import StoreDoor as Store
 from ._model import (
     AttachmentRow,
     AutoPruneSettings,
@@ -46,6 +50,17 @@ from ._model import (
     SeenMessage,
     SessionTitle,
     is_scaffolding,
+)
+from ._records import (
+    AllowedUser,
+    BackgroundTask,
+    Exchange,
+    PairingCode,
+    RecordedOwner,
+    Undone,
+    UsageRow,
+    UsageTotals,
+    UserUsage,
 )
 from ._retention import RetentionPlan, retention_plan
 from ._senders import FORGOTTEN_MARKER, ForgetOutcome, ForgetRequestRow, SenderSession
@@ -79,50 +94,82 @@ from .sqlite import (
     WriterLock,
     WriterSettings,
     WriterStats,
-    approvals,
-    attachments,
-    background,
-    bindings,
     check_sqlite_features,
-    cron,
-    forget,
     fts_index,
     fts_layout,
-    handoffs,
-    history,
-    home_channels,
-    inbound,
     latest_gateway_version,
     latest_version,
     lock_path_for,
     open_readonly_connection,
-    ops,
-    outbound,
-    ownership,
-    pairing,
-    queries,
     quick_check,
     read_holder_pid,
     sanitize_fts5_query,
-    search,
-    settings,
-    usage,
-    userdata,
 )
+
+# The families of storage functions: SQLite's modules for type checkers, routed by connection at run time.
+if TYPE_CHECKING:
+    from .sqlite import (
+        approvals,
+        attachments,
+        background,
+        bindings,
+        cron,
+        forget,
+        handoffs,
+        history,
+        home_channels,
+        inbound,
+        ops,
+        outbound,
+        ownership,
+        pairing,
+        queries,
+        search,
+        settings,
+        usage,
+        userdata,
+    )
+else:
+    from . import sqlite as _sqlite
+    from ._dispatch import Family as _Family
+
+    approvals = _Family(_sqlite.approvals, "approvals")
+    attachments = _Family(_sqlite.attachments, "attachments")
+    background = _Family(_sqlite.background, "background")
+    bindings = _Family(_sqlite.bindings, "bindings")
+    cron = _Family(_sqlite.cron, "cron")
+    forget = _Family(_sqlite.forget, "forget")
+    handoffs = _Family(_sqlite.handoffs, "handoffs")
+    history = _Family(_sqlite.history, "history")
+    home_channels = _Family(_sqlite.home_channels, "home_channels")
+    inbound = _Family(_sqlite.inbound, "inbound")
+    ops = _Family(_sqlite.ops, "ops")
+    outbound = _Family(_sqlite.outbound, "outbound")
+    ownership = _Family(_sqlite.ownership, "ownership")
+    pairing = _Family(_sqlite.pairing, "pairing")
+    queries = _Family(_sqlite.queries, "queries")
+    search = _Family(_sqlite.search, "search")
+    settings = _Family(_sqlite.settings, "settings")
+    usage = _Family(_sqlite.usage, "usage")
+    userdata = _Family(_sqlite.userdata, "userdata")
+
 
 __all__ = [
     "FORGOTTEN_MARKER",
     "GATEWAY_VERSION_KEY",
     "REFERENCE_VERSION",
+    "AllowedUser",
     "AmbiguousSessionError",
     "AttachmentRow",
     "AutoPruneSettings",
+    "BackgroundTask",
     "BlobInfo",
     "BlobTooLargeError",
     "ChatOwner",
     "CheckpointResult",
     "CronJobRow",
     "CronRunRow",
+    "Exchange",
     "ForgetOutcome",
     "ForgetRequestRow",
     "GatewayError",
@@ -133,11 +180,13 @@ __all__ = [
     "LedgerFile",
     "MediaStore",
     "MigrationReport",
+    "PairingCode",
     "PendingReply",
     "PrunePlan",
     "PruneResult",
     "PruneSkip",
     "Reader",
+    "RecordedOwner",
     "RetentionPlan",
     "SchemaError",
     "SeenMessage",
@@ -153,8 +202,13 @@ __all__ = [
     "StorageURL",
     "StorageURLError",
     "StorageUnavailableError",
+    "Store",
     "StoredBlob",
     "TitleConflictError",
+    "Undone",
+    "UsageRow",
+    "UsageTotals",
+    "UserUsage",
     "Writer",
     "WriterLock",
     "WriterSettings",

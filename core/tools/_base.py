@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from storage.errors import GatewayError
 
 if TYPE_CHECKING:
-    from storage import StateStore
+    from storage import Store
 
     from .approval import Approver
 
@@ -32,7 +32,7 @@ class ToolContext:
     platform: str
     #: $HERMES_HOME: memories/ and skills/ live under it
     home: Path
-    store: StateStore
+    store: Store
     user_id: str | None = None
     #: the key of the chat the turn came from
     session_key: str | None = None

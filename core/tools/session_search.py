@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from storage import ChatOwner, StateStore, ownership
+from storage import ChatOwner, Store, ownership
 from storage.errors import AmbiguousSessionError, SessionNotFoundError, StorageError
 
 from ._args import Args
@@ -140,7 +140,7 @@ def _owner(ctx: ToolContext) -> ChatOwner | None:
     return ChatOwner(ctx.session_key or "", ctx.platform, ctx.user_id)
 
 
-async def _resolve(store: StateStore, owner: ChatOwner | None, id_or_prefix: str) -> str:
+async def _resolve(store: Store, owner: ChatOwner | None, id_or_prefix: str) -> str:
     """A session id from an id or unique prefix, among the sessions this call may read."""
     if owner is None:
         return await store.resolve_session_id(id_or_prefix)
@@ -155,7 +155,7 @@ async def _resolve(store: StateStore, owner: ChatOwner | None, id_or_prefix: str
     return ids[0]
 
 
-async def _own_lineage(store: StateStore, session_id: str) -> set[str]:
+async def _own_lineage(store: Store, session_id: str) -> set[str]:
     """The current session and every session of its lineage (root and all its descendants)."""
     ancestors = await store.lineage_ancestors(session_id)
     if not ancestors:
@@ -164,7 +164,7 @@ async def _own_lineage(store: StateStore, session_id: str) -> set[str]:
     return {session_id, *(str(r["id"]) for r in await store.lineage_descendants(root))}
 
 
-async def _discovery(store: StateStore, ctx: ToolContext, query: str, limit: int, sort: str | None,
+async def _discovery(store: Store, ctx: ToolContext, query: str, limit: int, sort: str | None,
                      roles: Sequence[str]) -> dict[str, Any]:
     excluded = await _own_lineage(store, ctx.session_id)
     hits = await store.search_sessions(
@@ -197,7 +197,7 @@ async def _discovery(store: StateStore, ctx: ToolContext, query: str, limit: int
     return out
 
 
-async def _scroll(store: StateStore, ctx: ToolContext, session_id: str, around: int,
+async def _scroll(store: Store, ctx: ToolContext, session_id: str, around: int,
                   window: int) -> dict[str, Any]:
     try:
         resolved = await _resolve(store, _owner(ctx), session_id.strip())
@@ -219,7 +219,7 @@ async def _scroll(store: StateStore, ctx: ToolContext, session_id: str, around: 
     }
 
 
-async def _browse(store: StateStore, ctx: ToolContext, limit: int, sort: str | None) -> dict[str, Any]:
+async def _browse(store: Store, ctx: ToolContext, limit: int, sort: str | None) -> dict[str, Any]:
     excluded = await _own_lineage(store, ctx.session_id)
     rows = await store.recent_sessions(limit=(limit + len(excluded)) * 3, owner=_owner(ctx))
     roots_seen: set[str] = set()

@@ -20,6 +20,7 @@ from gateway.cli.pairing import pairing_app
 from gateway.cli.service import service_app
 from gateway.cli.sessions import sessions_app
 from gateway.cli.sessions_browse import browse as browse_sessions
+from gateway.cli.storage_cmd import storage_app
 from gateway.cli.tools import tools as tools_command
 from gateway.cli.usage import usage_command
 from gateway.cli.users import users_app
@@ -103,6 +104,7 @@ app.add_typer(service_app, name="service")
 app.add_typer(cron_app, name="cron")
 app.add_typer(users_app, name="users")
 app.add_typer(pairing_app, name="pairing")
+app.add_typer(storage_app, name="storage")
 register_ops_commands(app)
 app.command("chat")(chat_command)
 app.command("insights")(insights_command)

@@ -30,7 +30,7 @@ from gateway.cli.sessions_table import fit_cells, format_size, format_table
 from gateway.config import default_home, load_config
 from gateway.control import client as control_client
 from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError, DaemonUnreachableError
-from storage import GatewayError, Reader, SessionNotFoundError, StateStore, StorageLockedError, queries
+from storage import GatewayError, Reader, SessionNotFoundError, StateStore, StorageLockedError, Store, queries
 
 T = TypeVar("T")
 
@@ -107,7 +107,7 @@ def _read(home: Path, fn: Callable[[sqlite3.Connection], T]) -> T | None:
 
 
 async def _write_async(home: Path, op: str, params: dict[str, Any],
-                       direct: Callable[[StateStore], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+                       direct: Callable[[Store], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
     try:
         return await control_client.call(home, op, params)
     except DaemonNotRunningError:
@@ -132,7 +132,7 @@ async def _write_async(home: Path, op: str, params: dict[str, Any],
 
 
 def _write(home: Path, op: str, params: dict[str, Any],
-           direct: Callable[[StateStore], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+           direct: Callable[[Store], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
     return asyncio.run(_write_async(home, op, params, direct))
 
 

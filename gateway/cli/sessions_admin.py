@@ -2,7 +2,7 @@
 
 The same functions serve the daemon (its control socket calls them with the
 daemon's own store, so the daemon stays the only writer) and the command line
-when no daemon runs (it opens a StateStore, which takes the writer lock).
+when no daemon runs (it opens a Store, which takes the writer lock).
 Results are plain JSON-serialisable dicts so they can cross the socket.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import structlog
 
 from gateway.errors import InvalidPruneAgeError
-from storage import InvalidTitleError, PrunePlan, PruneSkip, StateStore, clean_title, queries
+from storage import InvalidTitleError, PrunePlan, PruneSkip, Store, clean_title, queries
 
 log = structlog.get_logger("hermes.sessions_admin")
 
@@ -64,7 +64,7 @@ def describe_skipped(skipped: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
-async def rename(store: StateStore, id_or_prefix: str, title: str) -> dict[str, Any]:
+async def rename(store: Store, id_or_prefix: str, title: str) -> dict[str, Any]:
     """Set a session's title. Raises SessionNotFoundError, AmbiguousSessionError,
     InvalidTitleError, or TitleConflictError (naming the session that has it)."""
     if clean_title(title) is None:
@@ -81,7 +81,7 @@ async def rename(store: StateStore, id_or_prefix: str, title: str) -> dict[str, 
     }
 
 
-async def delete(store: StateStore, id_or_prefix: str) -> dict[str, Any]:
+async def delete(store: Store, id_or_prefix: str) -> dict[str, Any]:
     """Delete one session and its messages. Raises SessionNotFoundError or
     AmbiguousSessionError. Sessions continued from it keep living, unlinked."""
     session_id = await store.resolve_session_id(id_or_prefix)
@@ -96,7 +96,7 @@ async def delete(store: StateStore, id_or_prefix: str) -> dict[str, Any]:
     }
 
 
-async def prune(store: StateStore, older_than_days: float, source: str | None) -> dict[str, Any]:
+async def prune(store: Store, older_than_days: float, source: str | None) -> dict[str, Any]:
     """Delete ended sessions that started more than N days ago. Active ones never, nor
     one a kept session continues from (``skipped``, with the session that continues it)."""
     days = check_prune_age(older_than_days)

@@ -3,10 +3,12 @@
 ``models`` is the shape of config.yaml (the platforms' sections are the adapters' own settings
 models), ``loading`` the precedence (environment > .env > config.yaml > defaults), ``envfile``
 the .env file, ``suggest`` the error messages ("did you mean …"), ``reference`` the README's
-settings tables, ``aliases`` the reference's names for settings that live elsewhere here.
+settings tables, ``aliases`` the reference's names for settings that live elsewhere here, ``cluster`` several
+nodes over one PostgreSQL database.
 """
 
 from gateway.config.aliases import REFERENCE_ALIASES, ReferenceAlias
+from gateway.config.cluster import ClusterConfig
 from gateway.config.cron import CronConfig
 from gateway.config.envfile import read_dotenv
 from gateway.config.loading import LoadedConfig, default_home, env_sections, load_config
@@ -43,6 +45,7 @@ __all__ = [
     "AgentConfig",
     "AllowedModel",
     "AuthConfig",
+    "ClusterConfig",
     "ConfigError",
     "CronConfig",
     "DisplayConfig",

@@ -25,6 +25,7 @@ from gateway.config.mcp import mcp_specs
 from gateway.config.models import Settings
 from gateway.config.suggest import describe
 from gateway.errors import ConfigError
+from storage import StorageURL, StorageURLError, parse_storage_url
 
 __all__ = ["LoadedConfig", "default_home", "env_sections", "load_config"]
 
@@ -43,7 +44,17 @@ class LoadedConfig:
 
     @property
     def db_path(self) -> Path:
+        """The default state.db (``storage.url`` may name another file, or PostgreSQL)."""
         return self.home / "state.db"
+
+    @property
+    def storage_url(self) -> StorageURL:
+        """``storage.url`` (or ``HERMES_STORAGE_URL``) parsed: state.db under the home when unset."""
+        raw = self.settings.storage.url
+        try:
+            return parse_storage_url(raw.get_secret_value() if raw is not None else None, default_path=self.db_path)
+        except StorageURLError as exc:
+            raise ConfigError(f"{self.config_file}: {exc} (storage.url or HERMES_STORAGE_URL)") from None
 
     def platform_allowlist(self, platform: str) -> tuple[frozenset[str], bool]:
         """(allowed ids, allow-all) for a platform, from env and config."""
@@ -139,5 +150,7 @@ def load_config(home: Path | None = None, environ: Mapping[str, str] | None = No
         written_as = {a.our_key: a.reference_key for a in aliases}
         raise ConfigError(describe(exc, Settings, source, written_as)) from None
     mcp_specs(settings.mcp_servers, env)  # a ${NAME} that is not set refuses the config now, not at start
-    return LoadedConfig(home=home, settings=settings, env=env, config_file=config_file, aliases_used=aliases,
-                        dotenv=dotenv)
+    loaded = LoadedConfig(home=home, settings=settings, env=env, config_file=config_file, aliases_used=aliases,
+                          dotenv=dotenv)
+    _ = loaded.storage_url  # a storage.url that names no backend refuses the config now
+    return loaded

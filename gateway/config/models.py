@@ -16,6 +16,7 @@ from adapters.discord import DiscordSettings
 from adapters.settings import EnvSection, env_name, id_list
 from adapters.slack import SlackSettings
 from adapters.telegram import TelegramSettings
+from gateway.config.cluster import ClusterConfig
 from gateway.config.cron import CronConfig
 from gateway.config.model_list import ModelsConfig
 from gateway.config.tools import McpServerConfig, ToolsConfig
@@ -112,7 +113,14 @@ class SessionSearchConfig(_Section):
     _split = field_validator("owners", mode="before")(id_list)
 
 
-class StorageConfig(_Section):
+class StorageConfig(EnvSection):
+    """``storage``: where the state lives and how state.db is written (``HERMES_STORAGE_URL`` …)."""
+
+    env_prefix: ClassVar[str] = "HERMES_STORAGE_"
+
+    #: absent: ``$HERMES_HOME/state.db``; ``sqlite:///abs/path/state.db``; or
+    #: ``postgresql://user:password@host:5432/db`` (several nodes over one database)
+    url: SecretStr | None = None
     checkpoint_every_commits: int = Field(default=50, ge=1)
     checkpoint_every_seconds: float = Field(default=30.0, gt=0)
     batch_limit: int = Field(default=512, ge=1)
@@ -337,6 +345,8 @@ class Settings(_Section):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     #: scheduled jobs (``gateway.scheduler``)
     cron: CronConfig = Field(default_factory=CronConfig)
+    #: several nodes over one PostgreSQL database (``gateway.config.cluster``)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     #: name -> an MCP server whose tools the agent gets as mcp_<name>_<tool>
     mcp_servers: dict[str, McpServerConfig] = Field(default_factory=dict)
     #: model name -> its prices (no entry: that model's cost is not shown)

@@ -42,7 +42,7 @@ from gateway.scheduler.clock import Clock, SystemClock
 from gateway.scheduler.run import RunStarter
 from gateway.scheduler.scheduler import Scheduler
 from gateway.userdata import UserData
-from storage import MediaStore, StateStore
+from storage import MediaStore, Store
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class Runtime:
     menus: NativeMenus | None = None
 
 
-def build_runtime(config: LoadedConfig, store: StateStore, adapters: dict[str, Adapter], agents: AgentMaker,
+def build_runtime(config: LoadedConfig, store: Store, adapters: dict[str, Adapter], agents: AgentMaker,
                   metrics: GatewayMetrics, *, memory_flush: MemoryFlush | None = None,
                   clock: Clock | None = None, request_stop: Callable[[], None] | None = None) -> Runtime:
     """``request_stop``: how /restart stops this run (None: it cannot, as in tests without a daemon)."""

@@ -30,7 +30,7 @@ from gateway.daemon.agents import DefaultAgents
 from gateway.daemon.build import Runtime, build_runtime, default_agent_maker
 from gateway.daemon.publisher import StatePublisher
 from gateway.daemon.sdnotify import SdNotifier
-from gateway.daemon.settings import model_settings, writer_settings
+from gateway.daemon.settings import make_store, model_settings
 from gateway.daemon.shutdown import disconnect_all
 from gateway.daemon.transport import AiohttpTransport
 from gateway.http import HttpServer, add_health_routes, start_http_server
@@ -43,7 +43,7 @@ from gateway.routing.services import Services
 from gateway.routing.turns import AgentMaker
 from gateway.scheduler.clock import Clock
 from gateway.userdata import userdata_of
-from storage import AutoPruneSettings, StateStore
+from storage import AutoPruneSettings
 
 log = structlog.get_logger("hermes.runner")
 
@@ -117,8 +117,10 @@ class Gateway:
             # a stop asked for during start-up becomes a clean drain once it is done.
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 asyncio.get_running_loop().add_signal_handler(sig, self.request_stop)
-        log.info("gateway.starting", home=str(self.config.home), sqlite_version=sqlite3.sqlite_version)
-        store = StateStore(self.config.db_path, writer_settings=writer_settings(self.config))
+        url = self.config.storage_url
+        log.info("gateway.starting", home=str(self.config.home), storage=url.redacted,
+                 sqlite_version=sqlite3.sqlite_version)
+        store = make_store(self.config)
         await store.open()
         client: ModelClient | None = None
         agents: AgentMaker | None = None

@@ -9,7 +9,7 @@ from core.llm import ModelSettings
 from core.tools import GroupToolPolicy, ToolsetPolicy
 from gateway.config import LoadedConfig
 from gateway.routing.session_key import SessionKeySettings
-from storage import WriterSettings
+from storage import StateStore, Store, WriterSettings
 
 
 def key_settings(config: LoadedConfig) -> SessionKeySettings:
@@ -78,3 +78,20 @@ def agent_settings(config: LoadedConfig) -> AgentSettings:
         groups=GroupToolPolicy(terminal=config.settings.tools.groups.terminal,
                                file_writes=config.settings.tools.groups.file_writes),
     )
+
+
+def make_store(config: LoadedConfig, *, daemon: bool = True) -> Store:
+    """The store ``storage.url`` names, not opened yet: state.db (the default) or PostgreSQL.
+
+    PostgreSQL is imported only here, so a SQLite deployment never loads its driver. Each node
+    names its connections after itself (``application_name``): the database then tells which
+    node holds a running job, and whether that node is still connected.
+    """
+    url = config.storage_url
+    if url.backend == "sqlite":
+        assert url.path is not None
+        return StateStore(url.path, writer_settings=writer_settings(config) if daemon else None)
+    from storage.postgres import PgStore
+
+    node = config.settings.cluster.effective_node_id()
+    return PgStore(url, application_name=f"hermes-gateway/{node}"[:63] if daemon else "hermes-gateway/cli")

@@ -78,7 +78,8 @@ async def _storage_readiness(src: HealthSource) -> AdapterReadiness:
         return AdapterReadiness("degraded", f"a write did not commit within {STORAGE_PROBE_TIMEOUT:g}s")
     except Exception as exc:
         return AdapterReadiness("failed", f"{type(exc).__name__}: {exc}")
-    free = _free_bytes(src.config.db_path.parent)
+    path = src.services.store.path
+    free = _free_bytes(path.parent) if path is not None else None
     if free is not None and free < MIN_FREE_BYTES:
         return AdapterReadiness("failed", f"the disk holding state.db has {free / 2**20:.1f} MiB free "
                                           f"(less than {MIN_FREE_BYTES // 2**20} MiB): free space")

@@ -6,7 +6,7 @@ import structlog
 
 from core.media import HttpTranscriber, LocalTranscriber, Transcriber, Transcript, TranscriptionError
 from gateway.config import LoadedConfig
-from storage import MediaStore, StateStore
+from storage import MediaStore, Store
 
 from ._kinds import Kinds, VisionSettings
 from .intake import MediaIntake
@@ -46,7 +46,7 @@ def _transcriber(config: LoadedConfig) -> Transcriber | None:
                            stt.timeout)
 
 
-def build_media(config: LoadedConfig, store: StateStore, blobs: MediaStore) -> MediaIntake:
+def build_media(config: LoadedConfig, store: Store, blobs: MediaStore) -> MediaIntake:
     """The media room over ``blobs``, the daemon's one store of files (delivery shares it)."""
     settings = config.settings
     model = settings.model

@@ -18,7 +18,7 @@ import structlog
 
 from core.tools import ToolError
 from core.tools.send_file import confine
-from storage import StateStore, outbound
+from storage import Store, outbound
 
 from .outbox import TurnFiles, to_ledger
 
@@ -60,7 +60,7 @@ async def attach_linked_images(text: str, files: TurnFiles, roots: tuple[Path, .
     return added
 
 
-async def note_files(store: StateStore, ledger_id: int | None, files: TurnFiles) -> None:
+async def note_files(store: Store, ledger_id: int | None, files: TurnFiles) -> None:
     """Tell the reply's ledger row about files added after its answer was stored."""
     if ledger_id is None:
         return

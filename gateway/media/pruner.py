@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import structlog
 
 from gateway.config import MediaConfig
-from storage import MediaStore, StateStore, attachments, outbound, retention_plan
+from storage import MediaStore, Store, attachments, outbound, retention_plan
 
 log = structlog.get_logger("hermes.media")
 
@@ -32,7 +32,7 @@ class PruneReport:
 
 
 class MediaPruner:
-    def __init__(self, store: StateStore, blobs: MediaStore, settings: MediaConfig) -> None:
+    def __init__(self, store: Store, blobs: MediaStore, settings: MediaConfig) -> None:
         self._store = store
         self._blobs = blobs
         self._settings = settings

@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 
-from storage import AttachmentRow, MediaStore, StateStore, attachments
+from storage import AttachmentRow, MediaStore, Store, attachments
 
 log = structlog.get_logger("hermes.media")
 
@@ -20,7 +20,7 @@ class ImageRecall:
     """``core``'s ``ImageRecall``: digests -> image parts, read from the images the model was sent
     (rows of kind ``image_shown``) of the same session only."""
 
-    def __init__(self, store: StateStore, blobs: MediaStore) -> None:
+    def __init__(self, store: Store, blobs: MediaStore) -> None:
         self._store = store
         self._blobs = blobs
 

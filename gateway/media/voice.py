@@ -15,7 +15,7 @@ import structlog
 from adapters.media import AttachmentKind
 from core.media import synthesize
 from gateway.config import TtsConfig
-from storage import StateStore
+from storage import Store
 
 from .links import note_files
 from .outbox import TurnFiles
@@ -25,7 +25,7 @@ log = structlog.get_logger("hermes.media")
 __all__ = ["speak_answer"]
 
 
-async def speak_answer(settings: TtsConfig, text: str, files: TurnFiles, *, store: StateStore,
+async def speak_answer(settings: TtsConfig, text: str, files: TurnFiles, *, store: Store,
                        ledger_id: int | None) -> bool:
     """Add the spoken ``text`` to ``files``; True when it was."""
     if not settings.reply_to_voice or not settings.base_url or not text.strip():

@@ -36,7 +36,7 @@ from adapters.base import Adapter, InboundMessage, OutboundMessage, SendKind
 from core.tools import ApprovalDecision, ApprovalRequest
 from gateway.config.tools import ToolsConfig
 from gateway.routing.owners import Owners
-from storage import StateStore
+from storage import Store
 from storage import approvals as always_rows
 
 __all__ = ["ApprovalAnswer", "Approvals", "PendingApproval", "Resolution", "TurnApprover", "new_approval_id"]
@@ -143,7 +143,7 @@ def shown_action(action: str, limit: int = _ACTION_SHOWN) -> str:
 class Approvals:
     """The daemon's pending approvals, by id; and the "always" answers of each session."""
 
-    def __init__(self, *, approvers: Iterable[str] = (), store: StateStore | None = None,
+    def __init__(self, *, approvers: Iterable[str] = (), store: Store | None = None,
                  owners: Owners | None = None) -> None:
         """``approvers``: ``tools.approvers``, user ids ("123") or platform-qualified ones ("telegram:123")
         who may answer any question besides its asker; the gateway's ``owners`` may too.

@@ -25,11 +25,11 @@ import sqlite3
 import time
 from collections.abc import Callable
 
-from storage import SeenMessage, StateStore, inbound, userdata
+from storage import SeenMessage, Store, inbound, userdata
 
 
 class Dedupe:
-    def __init__(self, store: StateStore, retention_hours: float) -> None:
+    def __init__(self, store: Store, retention_hours: float) -> None:
         self._store = store
         self._retention = retention_hours * 3600.0
         #: claimed here and not yet recorded or released: a concurrent copy is a duplicate;

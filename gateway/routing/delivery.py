@@ -22,7 +22,7 @@ from core.media import human_size
 from gateway.errors import GatewayError
 from gateway.logs import redact
 from gateway.media import from_ledger, to_ledger
-from storage import MediaStore, PendingReply, StateStore, outbound
+from storage import MediaStore, PendingReply, Store, outbound
 
 if TYPE_CHECKING:
     from gateway.routing.metrics import GatewayMetrics
@@ -87,7 +87,7 @@ def with_file_links(adapter: Adapter, out: OutboundMessage) -> OutboundMessage:
 
 
 class Delivery:
-    def __init__(self, store: StateStore, adapters: Mapping[str, Adapter],
+    def __init__(self, store: Store, adapters: Mapping[str, Adapter],
                  metrics: GatewayMetrics | None = None, *, blobs: MediaStore | None = None) -> None:
         self._store = store
         self._adapters = adapters

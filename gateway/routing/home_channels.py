@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from adapters.base import ChatType
-from storage import HomeChannelRow, StateStore, home_channels
+from storage import HomeChannelRow, Store, home_channels
 
 __all__ = ["HomeChannel", "HomeChannels"]
 
@@ -33,7 +33,7 @@ def _row_to_home(row: HomeChannelRow | None) -> HomeChannel | None:
 
 
 class HomeChannels:
-    def __init__(self, store: StateStore) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
 
     async def get(self, platform: str) -> HomeChannel | None:

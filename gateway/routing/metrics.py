@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 from adapters.base import AdapterStateView
 from gateway.routing.lanes import Lanes
-from storage import StateStore
+from storage import Store
 
 __all__ = ["CONTENT_TYPE", "GatewayMetrics"]
 
@@ -64,7 +64,7 @@ class _LiveCollector(Collector):
 
 
 class _Live:
-    def __init__(self, store: StateStore, lanes: Lanes, adapter_states: Mapping[str, AdapterStateView],
+    def __init__(self, store: Store, lanes: Lanes, adapter_states: Mapping[str, AdapterStateView],
                  adapters: Mapping[str, Any]) -> None:
         self.store = store
         self.lanes = lanes
@@ -116,9 +116,10 @@ class _Live:
         yield batch
         yield commit
         path = self.store.path
-        yield GaugeMetricFamily("hermes_wal_bytes", "Size of state.db-wal.",
-                                value=_size(path.with_name(path.name + "-wal")))
-        yield GaugeMetricFamily("hermes_db_bytes", "Size of state.db.", value=_size(path))
+        if path is not None:  # a database server's size is its own business (its own monitoring)
+            yield GaugeMetricFamily("hermes_wal_bytes", "Size of state.db-wal.",
+                                    value=_size(path.with_name(path.name + "-wal")))
+            yield GaugeMetricFamily("hermes_db_bytes", "Size of state.db.", value=_size(path))
 
     def lane_metrics(self) -> Iterator[Metric]:
         yield GaugeMetricFamily("hermes_turns_running", "Agent turns running now.", value=self.lanes.running)
@@ -173,7 +174,7 @@ class GatewayMetrics:
         self._live: _Live | None = None
         r.register(_LiveCollector(lambda: self._live))
 
-    def attach(self, store: StateStore, lanes: Lanes, adapter_states: Mapping[str, AdapterStateView],
+    def attach(self, store: Store, lanes: Lanes, adapter_states: Mapping[str, AdapterStateView],
                adapters: Mapping[str, Any]) -> None:
         self._live = _Live(store, lanes, adapter_states, adapters)
         # Every platform's series exists from the start at 0, so rate() and absence alerts work at once.

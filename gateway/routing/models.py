@@ -27,7 +27,7 @@ import structlog
 from adapters.base import InboundMessage
 from core.model_choice import ModelChoice, ModelPrices
 from gateway.config import AllowedModel, Settings
-from storage import StateStore, ops, settings
+from storage import Store, ops, settings
 
 __all__ = [
     "GLOBAL_MODEL",
@@ -73,7 +73,7 @@ def _channel_model(config: Settings, msg: InboundMessage) -> str | None:
     return channels.get(msg.chat_id)
 
 
-async def effective_model(store: StateStore, config: Settings, msg: InboundMessage,
+async def effective_model(store: Store, config: Settings, msg: InboundMessage,
                           session_id: str | None) -> tuple[str | None, ModelSource]:
     """The model this chat's next turn uses, and where that choice comes from."""
     if not config.models.allowed:
@@ -88,7 +88,7 @@ async def effective_model(store: StateStore, config: Settings, msg: InboundMessa
     return _choose_below_session(config, msg, chosen)
 
 
-async def _below_session(store: StateStore, config: Settings,
+async def _below_session(store: Store, config: Settings,
                          msg: InboundMessage) -> tuple[str | None, ModelSource]:
     if _channel_model(config, msg):
         return _choose_below_session(config, msg, None)
@@ -113,7 +113,7 @@ def _prices(config: Settings, name: str) -> ModelPrices | None:
     return ModelPrices(entry.prices.prompt, entry.prices.completion, entry.prices.cached)
 
 
-async def turn_model(store: StateStore, config: Settings, msg: InboundMessage, session_id: str) -> ModelChoice | None:
+async def turn_model(store: Store, config: Settings, msg: InboundMessage, session_id: str) -> ModelChoice | None:
     """The turn's model with its prices, and the one to fall back to; None: ``model.default`` unpriced
     and nothing to fall back from (the client's own default)."""
     name, source = await effective_model(store, config, msg, session_id)
@@ -132,7 +132,7 @@ async def turn_model(store: StateStore, config: Settings, msg: InboundMessage, s
     return ModelChoice(name, _prices(config, name), back)
 
 
-async def revert_rejected(store: StateStore, config: Settings, msg: InboundMessage, session_id: str,
+async def revert_rejected(store: Store, config: Settings, msg: InboundMessage, session_id: str,
                           rejected: str, note: str | None = None) -> str:
     """The server rejected ``rejected``: the setting that chose it goes back to what it replaced.
     Returns the note for the person (which model the chat is on now), after ``note`` if one was due."""

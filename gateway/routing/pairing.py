@@ -21,7 +21,7 @@ from pathlib import Path
 from adapters.base import InboundMessage
 from gateway.routing.owners import Owners
 from gateway.routing.pairing_codes import ALPHABET, CODE_LENGTH, CodeKey, new_code, read_code
-from storage import StateStore, pairing
+from storage import Store, pairing
 
 __all__ = ["CODE_TTL", "LOCK_AFTER", "MAX_PENDING", "PAIRING_KEY_FILE", "REQUEST_INTERVAL", "Pairing",
            "PairingOutcome"]
@@ -58,7 +58,7 @@ class PairingOutcome:
 
 
 class Pairing:
-    def __init__(self, store: StateStore, owners: Owners, key_path: Path, *,
+    def __init__(self, store: Store, owners: Owners, key_path: Path, *,
                  accounts: Callable[[str], str | None] = lambda platform: None,
                  clock: Callable[[], float] = time.time) -> None:
         """``accounts``: the bot account each platform runs as now (None: not connected, or no

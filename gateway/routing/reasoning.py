@@ -22,7 +22,7 @@ import structlog
 
 from adapters.base import Adapter, InboundMessage, OutboundMessage, SendKind
 from gateway.logs import redact
-from storage import StateStore, queries, settings
+from storage import Store, queries, settings
 
 __all__ = ["REASONING_SETTING", "quoted_reasoning", "reasoning_shown", "set_reasoning_shown", "show_reasoning"]
 
@@ -44,11 +44,11 @@ def _shown(conn: sqlite3.Connection, session_id: str) -> bool:
     return False
 
 
-async def reasoning_shown(store: StateStore, session_id: str) -> bool:
+async def reasoning_shown(store: Store, session_id: str) -> bool:
     return await store.read(lambda c: _shown(c, session_id))
 
 
-async def set_reasoning_shown(store: StateStore, session_id: str, shown: bool) -> None:
+async def set_reasoning_shown(store: Store, session_id: str, shown: bool) -> None:
     now = time.time()
     await store.write(lambda c: settings.set_session(c, session_id, REASONING_SETTING,
                                                      "on" if shown else "off", now=now))
@@ -67,7 +67,7 @@ def quoted_reasoning(reasoning: str) -> str:
     return f"{HEADING}\n{lines}"
 
 
-async def show_reasoning(store: StateStore, adapter: Adapter | None, msg: InboundMessage, session_id: str,
+async def show_reasoning(store: Store, adapter: Adapter | None, msg: InboundMessage, session_id: str,
                          reasoning: str | None) -> None:
     """Send ``reasoning`` to ``msg``'s chat when its session shows reasoning; never raises."""
     if not reasoning or not reasoning.strip() or adapter is None:

@@ -26,7 +26,7 @@ import structlog
 
 from adapters.base import OutboundMessage, SendKind
 from gateway.routing.delivery import Delivery, record_reply
-from storage import StateStore, settings
+from storage import Store, settings
 
 __all__ = ["EX_RESTART", "RESTART_NOTICE", "RestartNotice", "RestartSwitch", "announce_back", "take_notice"]
 
@@ -69,7 +69,7 @@ def _parse(raw: str | None) -> RestartNotice | None:
 class RestartSwitch:
     """Asked once per process: the first /restart wins; a second one while it runs is told so."""
 
-    def __init__(self, store: StateStore, stop: Callable[[], None]) -> None:
+    def __init__(self, store: Store, stop: Callable[[], None]) -> None:
         self._store = store
         self._stop = stop
         self.requested = False
@@ -106,7 +106,7 @@ def take_notice(conn: sqlite3.Connection, platform: str,
     return out, record(conn, out)
 
 
-async def announce_back(store: StateStore, delivery: Delivery, platform: str) -> bool:
+async def announce_back(store: Store, delivery: Delivery, platform: str) -> bool:
     """Tell the chat that asked for a restart that this process is up (once ``platform`` is connected);
     True when a "back" went out."""
     if not delivery.recoverable(platform):  # no ledger there (a chat nobody waits in): the notice goes

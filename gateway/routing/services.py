@@ -28,7 +28,7 @@ from gateway.routing.pairing import Pairing
 from gateway.routing.restart import RestartSwitch
 from gateway.routing.session_index import SessionIndex
 from gateway.routing.session_key import SessionKeySettings
-from storage import StateStore
+from storage import Store
 
 
 class Compressor(Protocol):
@@ -91,7 +91,7 @@ class SkillCommandsPort(Protocol):
 @dataclass(frozen=True)
 class Services:
     config: LoadedConfig
-    store: StateStore
+    store: Store
     index: SessionIndex
     dedupe: Dedupe
     lanes: Lanes

@@ -16,7 +16,7 @@ import structlog
 
 from adapters.base import InboundMessage
 from gateway.config import SessionResetConfig
-from storage import IndexEntry, StateStore, bindings, new_session_id, ops
+from storage import IndexEntry, Store, bindings, new_session_id, ops
 from storage.errors import InvalidTitleError, TitleConflictError
 
 log = structlog.get_logger("hermes.session_index")
@@ -133,7 +133,7 @@ def _new_id(msg: InboundMessage) -> str:
 
 
 class SessionIndex:
-    def __init__(self, store: StateStore, policy: SessionResetConfig) -> None:
+    def __init__(self, store: Store, policy: SessionResetConfig) -> None:
         self._store = store
         self._policy = policy
 

@@ -24,7 +24,7 @@ from gateway.routing.home_channels import HomeChannels
 from gateway.scheduler.clock import Clock, SystemClock
 from gateway.scheduler.model import JobKind, JobOwner, JobSpec, JobView
 from gateway.scheduler.schedules import Schedule, local_zone, parse_schedule, stored_schedule
-from storage import CronJobRow, StateStore, cron
+from storage import CronJobRow, Store, cron
 
 __all__ = ["REQUEST_ONLY", "Jobs", "jobs_of", "owner_of", "view_of"]
 
@@ -51,7 +51,7 @@ def view_of(row: CronJobRow) -> JobView:
 class Jobs:
     """The daemon's scheduled jobs; every method refuses with a JobError a person can read."""
 
-    def __init__(self, store: StateStore, settings: CronConfig, *, adapters: Mapping[str, Adapter],
+    def __init__(self, store: Store, settings: CronConfig, *, adapters: Mapping[str, Adapter],
                  home_channels: HomeChannels, cross_user: bool = False, clock: Clock | None = None) -> None:
         self._store = store
         self.settings = settings

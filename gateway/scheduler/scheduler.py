@@ -28,7 +28,7 @@ from gateway.scheduler.clock import Clock
 from gateway.scheduler.jobs import Jobs
 from gateway.scheduler.model import JobView
 from gateway.scheduler.run import RunOutcome, RunStarter
-from storage import CronJobRow, StateStore, cron
+from storage import CronJobRow, Store, cron
 
 __all__ = ["MISSED_AFTER", "Scheduler"]
 
@@ -50,7 +50,7 @@ class _Start:
 
 
 class Scheduler:
-    def __init__(self, jobs: Jobs, runs: RunStarter, store: StateStore, *, clock: Clock,
+    def __init__(self, jobs: Jobs, runs: RunStarter, store: Store, *, clock: Clock,
                  max_concurrent: int, metrics: GatewayMetrics | None = None) -> None:
         self._jobs = jobs
         self._runs = runs

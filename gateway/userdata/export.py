@@ -1,6 +1,6 @@
 """/export-my-data's file: one sender's data as JSON, streamed to a file on a reader thread.
 
-``write_export`` runs on a read connection (``StateStore.read``, never the event loop) inside one
+``write_export`` runs on a read connection (``Store.read``, never the event loop) inside one
 read transaction, so the file is one consistent moment of state.db; it writes each message as it
 reads it (``storage.userdata.iter_messages`` reads ``BATCH`` rows at a time), so a person with a
 hundred thousand messages costs the same memory as one with ten.

@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from core.memory import MemoryStore
-from storage import ForgetRequestRow, MediaStore, StateStore, forget
+from storage import ForgetRequestRow, MediaStore, Store, forget
 
 __all__ = ["ForgetReport", "Forgetter"]
 
@@ -53,7 +53,7 @@ def clear_profile(home: Path) -> int:
 
 
 class Forgetter:
-    def __init__(self, store: StateStore, blobs: MediaStore | None, home: Path, *,
+    def __init__(self, store: Store, blobs: MediaStore | None, home: Path, *,
                  forgotten: Callable[[str, str], None] | None = None) -> None:
         """``forgotten``: told (platform, user id) once their rows are gone, so that what the daemon
         keeps in memory about them (whom pairing let in, the owners it recorded) goes too."""

@@ -29,7 +29,7 @@ from gateway.routing.services import Services
 from gateway.userdata.confirm import Confirmations
 from gateway.userdata.export import ExportSummary, write_export
 from gateway.userdata.forget import Forgetter
-from storage import MediaStore, StateStore, userdata
+from storage import MediaStore, Store, userdata
 
 __all__ = ["ExportSent", "UserData", "userdata_of"]
 
@@ -67,7 +67,7 @@ async def _chunks(path: Path) -> AsyncIterator[bytes]:
 
 
 class UserData:
-    def __init__(self, store: StateStore, blobs: MediaStore | None, home: Path, *,
+    def __init__(self, store: Store, blobs: MediaStore | None, home: Path, *,
                  forgotten: Callable[[str, str], None] | None = None) -> None:
         self.store = store
         self.blobs = blobs

@@ -18,11 +18,14 @@ written, and the caller decides (an inbound update stays unacknowledged).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import random
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from types import ModuleType
 from typing import Any, TypeVar
 
 import psycopg
@@ -30,8 +33,10 @@ import structlog
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
+from .._door import StoreDoor
 from .._url import StorageURL, parse_storage_url
 from ..errors import StorageClosedError, StorageFullError, StorageUnavailableError
+from ..sqlite import WriterStats
 from ._conn import PgConnection, sqlite_like_row
 from ._migrate import migrate
 
@@ -42,7 +47,7 @@ _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _ATTEMPTS = 5
 
 
-class PgStore:
+class PgStore(StoreDoor):
     """One pool per process. ``open()`` connects and migrates (every node may: migrations take an
     advisory lock), ``close()`` drains the pool."""
 
@@ -69,16 +74,11 @@ class PgStore:
             "options": f"-c statement_timeout={int(statement_timeout * 1000)}",
             "row_factory": sqlite_like_row,
         }
+        self.path = None  # no file: the database server holds the state
+        self.writer = _Counters()
         self._pool: ConnectionPool | None = None
         self._executor: ThreadPoolExecutor | None = None
         self.migrated: list[int] = []
-
-    async def __aenter__(self) -> PgStore:
-        await self.open()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
 
     async def open(self) -> None:
         await asyncio.to_thread(self._open_sync)
@@ -135,10 +135,58 @@ class PgStore:
         if self._executor is None:
             raise StorageClosedError("the database pool is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self._transaction, fn, readonly)
+        if readonly:
+            return await loop.run_in_executor(self._executor, self._transaction, fn, readonly)
+        stats = self.writer.stats
+        stats.submitted += 1
+        stats.queue_depth += 1
+        started = time.perf_counter()
+        try:
+            result = await loop.run_in_executor(self._executor, self._transaction, fn, readonly)
+        except StorageFullError as exc:
+            stats.failed_ops += 1
+            stats.full_failures += 1
+            stats.last_disk_fault = (time.time(), str(exc))
+            raise
+        except BaseException:
+            stats.failed_ops += 1
+            raise
+        finally:
+            stats.queue_depth -= 1
+        stats.commits += 1
+        stats.committed_ops += 1
+        stats.recent_batch_sizes.append(1)
+        stats.recent_commit_ms.append((time.perf_counter() - started) * 1000.0)
+        return result
+
+    async def vacuum(self) -> None:
+        """VACUUM runs outside a transaction, on a connection of its own."""
+        def run() -> None:
+            with psycopg.connect(self.url.dsn, **self._conn_kwargs) as conn:
+                conn.execute("VACUUM (ANALYZE)")
+        try:
+            await asyncio.to_thread(run)
+        except psycopg.OperationalError as exc:
+            raise StorageUnavailableError(f"the database at {self.url.redacted} is unavailable: {_why(exc)}") from None
+
+    async def stats(self) -> dict[str, Any]:
+        return await self.read(partial(self._queries.stats, db_path=None))
+
+    @property
+    def _ops(self) -> ModuleType:  # type: ignore[override]
+        return _family("ops")
+
+    @property
+    def _queries(self) -> ModuleType:  # type: ignore[override]
+        return _family("queries")
+
+    @property
+    def _search(self) -> ModuleType:  # type: ignore[override]
+        return _family("search")
 
     def _transaction(self, fn: Callable[[PgConnection], T], readonly: bool) -> T:
-        begin = "BEGIN READ ONLY" if readonly else "BEGIN"
+        # a read sees one snapshot for all its statements, as SQLite's readers do
+        begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if readonly else "BEGIN"
         for attempt in range(1, _ATTEMPTS + 1):
             try:
                 with self.pool.connection() as conn:
@@ -182,6 +230,19 @@ class PgStore:
             return await psycopg.AsyncConnection.connect(self.url.dsn, **self._conn_kwargs)
         except psycopg.OperationalError as exc:
             raise StorageUnavailableError(f"cannot reach the database at {self.url.redacted}: {_why(exc)}") from None
+
+
+class _Counters:
+    """What ``status`` and ``/metrics`` read as ``store.writer.stats``: writes submitted, in flight
+    (``queue_depth``), committed, failed, their latency. Touched from the event loop only."""
+
+    def __init__(self) -> None:
+        self.stats = WriterStats()
+
+
+def _family(name: str) -> ModuleType:
+    # the families are this package's modules; imported by name so that this module loads first
+    return importlib.import_module(f"storage.postgres._{name}")
 
 
 def _select_one(conn: PgConnection) -> bool:

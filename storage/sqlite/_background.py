@@ -8,30 +8,13 @@ row (cut off: told "interrupted" at the next start) or a ledger row the recovery
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+
+from .._records import BackgroundTask
 
 __all__ = ["BackgroundTask", "finish", "get", "insert", "interrupt_running", "set_session"]
 
 _COLUMNS = ("id, chat_session_key, platform, chat_id, thread_id, user_id, reply_to, prompt, session_id, status, "
             "ledger_id, error, created_at, finished_at")
-
-
-@dataclass(frozen=True)
-class BackgroundTask:
-    id: str
-    chat_session_key: str
-    platform: str
-    chat_id: str
-    thread_id: str | None
-    user_id: str | None
-    reply_to: str | None
-    prompt: str
-    session_id: str | None
-    status: str
-    ledger_id: int | None
-    error: str | None
-    created_at: float
-    finished_at: float | None
 
 
 def _task(r: sqlite3.Row | tuple[object, ...]) -> BackgroundTask:

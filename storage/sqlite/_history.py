@@ -9,34 +9,14 @@ An exchange is a user message and everything after it up to the next user messag
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 
+from .._records import Exchange, Undone
 from ._ops import delete_messages_from
 
 __all__ = ["Exchange", "Undone", "last_exchange", "restore_if_unanswered", "supersede", "superseded_ids", "undo"]
 
 #: a query of the ids of a session's superseded messages (one ``?``: the session id)
 HIDDEN_SQL = "SELECT message_id FROM gateway_superseded WHERE session_id = ?"
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """The session's last exchange as the model sees it."""
-
-    question_id: int
-    question: str
-    #: the visible messages after the question (its answer, with the tool calls on the way)
-    answer_ids: tuple[int, ...]
-    #: an assistant message is among them
-    answered: bool
-    #: messages after the question are superseded (a /retry replaced them, or one was cut off)
-    retried: bool = False
-
-
-@dataclass(frozen=True)
-class Undone:
-    exchanges: int
-    messages: int
 
 
 def superseded_ids(conn: sqlite3.Connection, session_id: str) -> set[int]:

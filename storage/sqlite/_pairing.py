@@ -10,8 +10,9 @@ never written anywhere.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import Any
+
+from .._records import AllowedUser, PairingCode, RecordedOwner
 
 __all__ = [
     "AllowedUser",
@@ -34,39 +35,6 @@ __all__ = [
 
 #: a code is pending while its status says so and it has not expired (``expires_at``)
 PENDING = "pending"
-
-
-@dataclass(frozen=True)
-class PairingCode:
-    id: int
-    platform: str
-    account_id: str
-    user_id: str
-    user_name: str | None
-    chat_id: str
-    created_at: float
-    expires_at: float
-    failures: int
-    #: pending | approved | denied | locked | replaced
-    status: str
-
-
-@dataclass(frozen=True)
-class AllowedUser:
-    platform: str
-    account_id: str
-    user_id: str
-    user_name: str | None
-    approved_by: str | None
-    approved_at: float
-
-
-@dataclass(frozen=True)
-class RecordedOwner:
-    platform: str
-    account_id: str
-    user_id: str
-    recorded_at: float
 
 
 _CODE_COLUMNS = ("id, platform, account_id, user_id, user_name, chat_id, created_at, expires_at, failures, "

@@ -7,24 +7,11 @@ local day it started.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import Any
 
-
-@dataclass(frozen=True)
-class UsageRow:
-    """What the sessions of one day, source and model used."""
-
-    day: str  # YYYY-MM-DD, local time
-    source: str
-    model: str | None
-    sessions: int
-    api_calls: int
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    cache_write_tokens: int
-    reasoning_tokens: int
+from .._records import UsageRow as UsageRow
+from .._records import UsageTotals as UsageTotals
+from .._records import UserUsage as UserUsage
 
 
 def usage_by_day(conn: sqlite3.Connection, *, since: float, source: str | None = None) -> list[UsageRow]:
@@ -41,28 +28,6 @@ def usage_by_day(conn: sqlite3.Connection, *, since: float, source: str | None =
     ).fetchall()
     return [UsageRow(str(r[0]), str(r[1]), None if r[2] is None else str(r[2]), *(int(v) for v in tuple(r)[3:]))
             for r in rows]
-
-
-@dataclass(frozen=True)
-class UsageTotals:
-    """What some sessions used: the sums of the reference's token columns (``/usage``, ``usage`` CLI)."""
-
-    sessions: int
-    api_calls: int
-    input_tokens: int
-    output_tokens: int
-    cache_read_tokens: int
-    #: the summed cost of the calls whose model had prices (None: no call had)
-    cost_usd: float | None
-
-
-@dataclass(frozen=True)
-class UserUsage:
-    """One person's sessions (by platform and user id; user None: sessions no chat's user started)."""
-
-    platform: str
-    user_id: str | None
-    totals: UsageTotals
 
 
 _SUMS = ("COUNT(*), COALESCE(SUM(api_call_count), 0), COALESCE(SUM(input_tokens), 0), "

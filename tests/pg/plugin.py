@@ -7,7 +7,6 @@ except under ``CI=true``: CI has them, and must run those tests rather than skip
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import os
 from collections.abc import Iterator
@@ -21,13 +20,13 @@ _counter = itertools.count(1)
 
 
 def _migrate_template(url: str) -> None:
-    from storage.postgres import PgStore
+    # plain psycopg, no event loop: the first test to need the server may be async (a loop runs)
+    import psycopg
 
-    async def go() -> None:
-        async with PgStore(url, min_size=1, max_size=1):
-            pass  # open() migrates
+    from storage.postgres import migrate
 
-    asyncio.run(go())
+    with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        migrate(conn)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import storage.sqlite
 from storage import FORGOTTEN_MARKER, StateStore, WriterSettings, forget, ops, userdata
 
 from ._userdata_fixture import (
@@ -123,7 +124,8 @@ async def test_a_failed_forget_deletes_nothing(store: StateStore, monkeypatch: p
     def boom(conn: sqlite3.Connection, platform: str, user_id: str) -> int:
         raise RuntimeError("pairing table broke")
 
-    monkeypatch.setattr(forget, "TABLE_FORGETTERS", (*forget.TABLE_FORGETTERS, ("broken", boom)))
+    # the SQLite family's own module: ``storage.forget`` routes calls to it (and holds a copy of its names)
+    monkeypatch.setattr(storage.sqlite.forget, "TABLE_FORGETTERS", (*forget.TABLE_FORGETTERS, ("broken", boom)))
     with pytest.raises(RuntimeError):
         await store.write(lambda c: forget.forget_sender(c, "telegram", ALICE, requested_by="cli",
                                                          forget_memory=False, now=time.time()))

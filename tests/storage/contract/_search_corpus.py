@@ -13,8 +13,6 @@ import json
 from functools import partial
 from typing import Any
 
-import pytest
-
 from .conftest import Db
 
 T0 = 1_700_000_000.0
@@ -79,11 +77,3 @@ async def messages_around(db: Db, session_id: str, around: int, **kw: Any) -> di
                                                    around_message_id=around, **kw))
     return result
 
-
-@pytest.fixture(autouse=True)
-def pg_server_outside_the_loop(request: pytest.FixtureRequest) -> None:
-    """Start the session's PostgreSQL server before the async ``db`` fixture asks for it: its
-    template migration runs ``asyncio.run``, which cannot run inside that fixture's loop."""
-    callspec = getattr(request.node, "callspec", None)
-    if callspec is not None and callspec.params.get("db") == "postgresql":
-        request.getfixturevalue("pg_server")

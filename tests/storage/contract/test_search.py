@@ -12,7 +12,6 @@ from ._search_corpus import (
     T0,
     ids,
     message,
-    pg_server_outside_the_loop,  # noqa: F401 (an autouse fixture)
     search_messages,
     search_sessions,
     session,

@@ -14,7 +14,6 @@ from ._search_corpus import (
     bind,
     message,
     messages_around,
-    pg_server_outside_the_loop,  # noqa: F401 (an autouse fixture)
     search_messages,
     search_sessions,
     session,
