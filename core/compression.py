@@ -27,7 +27,7 @@ from typing import Any
 
 import structlog
 
-from storage import new_session_id, ops
+from storage import new_session_id, ops, queries
 
 from .errors import CompressionError
 from .llm import ModelClient, Usage
@@ -231,20 +231,19 @@ def split_session_op(
     """
 
     def op(conn: sqlite3.Connection) -> SplitResult:
-        row = conn.execute("SELECT source, user_id, model, ended_at FROM sessions WHERE id = ?",
-                           (old_id,)).fetchone()
+        row = queries.get_session(conn, old_id)
         if row is None:
             raise CompressionError(f"Session {old_id} was deleted before it could be compressed.")
-        if row[3] is not None:
+        if row["ended_at"] is not None:
             # Ended meanwhile (/new, a reset, another compression): its chat has moved on already.
             raise CompressionError(f"Session {old_id} has already ended, so it was not compressed; "
                                    "send /compress again in the chat's current session.")
         if usage:
             ops.record_usage(conn, old_id, **usage)
         # A terminal session stays in the terminal's 6-hex id form (the reference's), a chat's in 8.
-        new_id = new_session_id("terminal" if row[0] == "cli" else "gateway")
+        new_id = new_session_id("terminal" if row["source"] == "cli" else "gateway")
         now = time.time()
-        ops.create_session(conn, new_id, row[0], model=row[2], user_id=row[1], parent_session_id=old_id,
+        ops.create_session(conn, new_id, row["source"], model=row["model"], user_id=row["user_id"], parent_session_id=old_id,
                            system_prompt=system_prompt, started_at=now)
         summary_msg = {"role": "user", "content": f"{SUMMARY_PREFIX}\n{summary}"}
         for message in [*plan.head, summary_msg, *plan.tail]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from storage import InvalidTitleError, TitleConflictError, clean_title, ops
+from storage import InvalidTitleError, TitleConflictError, clean_title, ops, queries
 
 from .llm import ModelClient, Usage
 
@@ -75,11 +75,11 @@ async def auto_title(
 
     def op(conn: sqlite3.Connection) -> str | None:
         # Checked and set in one transaction: a title set by hand meanwhile always wins.
-        row = conn.execute("SELECT title FROM sessions WHERE id = ?", (session_id,)).fetchone()
+        row = queries.get_session(conn, session_id)
         if row is None:
             return None  # deleted meanwhile: nothing left to bill or name
         ops.record_usage(conn, session_id, **usage.session_columns())
-        if wanted is None or row[0]:
+        if wanted is None or row["title"]:
             return None
         try:
             return ops.set_session_title(conn, session_id, wanted)

@@ -20,13 +20,13 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from gateway.cli.common import EX_USER, HomeOption, fail, quiet_logs
+from gateway.cli.common import EX_USER, HomeOption, fail, quiet_logs, read_state
 from gateway.commands import job_json, job_zone
 from gateway.config import LoadedConfig, default_home, load_config
 from gateway.control import client as control_client
 from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError
 from gateway.scheduler.jobs import view_of
-from storage import Reader, cron
+from storage import cron
 from storage.errors import GatewayError
 
 __all__ = ["cron_app"]
@@ -83,17 +83,12 @@ def _line(job: dict[str, Any]) -> str:
 def _stored(config: LoadedConfig) -> dict[str, Any]:
     """The jobs in state.db, read-only (no daemon runs to ask); none when there is no state.db yet."""
     tz = job_zone(config)
-    db = config.home / "state.db"
     rows: list[Any] = []
-    if db.exists():
-        reader = Reader(db, workers=1)
-        try:
-            rows = reader.run_sync(cron.all_jobs)
-        except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):  # a state.db no daemon of this version has opened yet
-                raise
-        finally:
-            reader.close()
+    try:
+        rows = read_state(config.home, cron.all_jobs) or []
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):  # a state.db no daemon of this version has opened yet
+            raise
     typer.echo("hermes-gateway cron: the daemon is not running; read from state.db (no job runs until it "
                "starts).", err=True)
     return {"timezone": tz, "jobs": [job_json(view_of(r), tz) for r in rows]}

@@ -61,8 +61,17 @@ def _check_config(home: Path) -> tuple[Check, LoadedConfig | None]:
 _Paired = tuple[list[pairing.RecordedOwner], list[pairing.AllowedUser]]
 
 
-def _paired(db: Path) -> _Paired:
-    """The owners pairing recorded and the users it let in (state.db, read-only; none without one)."""
+def _paired(config: LoadedConfig) -> _Paired:
+    """The owners pairing recorded and the users it let in (read-only; none without a database)."""
+    url = config.storage_url
+    if url.backend == "postgresql":
+        from storage.postgres import read_once
+
+        try:
+            return read_once(url, lambda c: (pairing.owners(c), pairing.allowed(c)))
+        except StorageError:  # unreachable: the storage check says so
+            return [], []
+    db = url.path or config.db_path
     if not db.exists():
         return [], []
     reader = Reader(db, workers=1)
@@ -135,7 +144,7 @@ def _check_tokens(config: LoadedConfig) -> list[Check]:
         checks.append(Check(f"token {env}", "ok", "set") if value is not None else
                       Check(f"token {env}", "fail", "missing", f"add {env}=<token> to {config.home / '.env'}"))
         if value is not None:
-            paired = _paired(config.db_path)
+            paired = _paired(config)
             checks.append(_check_allowlist(config, platform, paired))
             if platform in PAIRING_PLATFORMS:
                 checks.append(_check_owners(config, platform, paired))
@@ -160,6 +169,23 @@ def _check_sqlite() -> Check:
     except GatewayError as exc:
         return Check("sqlite", "fail", str(exc), "install a Python whose sqlite3 has FTS5 (SQLite >= 3.34)")
     return Check("sqlite", "ok", f"SQLite {sqlite3.sqlite_version} with FTS5 and the trigram tokenizer")
+
+
+def _check_postgres(config: LoadedConfig) -> Check:
+    from storage.postgres import probe
+
+    url = config.storage_url
+    try:
+        found = probe(url)
+    except StorageError as exc:
+        return Check("postgresql", "fail", str(exc),
+                     "check storage.url (HERMES_STORAGE_URL): host, port, database, user and password")
+    if found.newer:
+        return Check("postgresql", "fail", f"{url.redacted} was migrated by a newer hermes-gateway "
+                     f"(migrations {list(found.newer)})", "upgrade this node to the release the others run")
+    pending = f"; {len(found.pending)} migration(s) to apply at the next start" if found.pending else ""
+    return Check("postgresql", "ok", f"{url.redacted}: PostgreSQL {found.server_version}, "
+                 f"{len(found.applied)} migration(s) applied{pending}")
 
 
 def _check_db(db: Path) -> list[Check]:
@@ -284,8 +310,11 @@ def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
             if (found := _check_stop_timeout(config, unit, system)) is not None:
                 checks.append(found)
     checks.append(_check_open_files(home, units))
-    checks.append(_check_sqlite())
-    checks += _check_db(home / "state.db")
+    if config is not None and config.storage_url.backend == "postgresql":
+        checks.append(_check_postgres(config))
+    else:
+        checks.append(_check_sqlite())
+        checks += _check_db(config.storage_url.path or home / "state.db" if config is not None else home / "state.db")
     checks.append(_check_mode(home / ".env", ".env file"))
     checks.append(_check_mode(home / "state.db", "state.db yet"))
     if (home / PAIRING_KEY_FILE).exists():  # made at the first pairing code

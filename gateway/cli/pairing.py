@@ -23,7 +23,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from adapters.base import OutboundMessage
-from gateway.cli.common import EX_USER, HomeOption, fail, load_home_config
+from gateway.cli.common import EX_USER, HomeOption, fail, load_home_config, postgres_store, read_state
 from gateway.commands import WELCOME, pairing_json, pairing_lines
 from gateway.config import LoadedConfig
 from gateway.config.models import PAIRING_PLATFORMS
@@ -32,7 +32,7 @@ from gateway.errors import DaemonNotRunningError, DaemonUnreachableError
 from gateway.routing.delivery import record_reply
 from gateway.routing.owners import Owners
 from gateway.routing.pairing import PAIRING_KEY_FILE, Pairing
-from storage import Reader, StateStore, StorageLockedError, pairing
+from storage import StateStore, StorageLockedError, Store, pairing
 from storage.errors import GatewayError
 
 __all__ = ["pairing_app"]
@@ -77,35 +77,35 @@ def _stored(config: LoadedConfig) -> dict[str, Any]:
     codes: list[pairing.PairingCode] = []
     users: list[pairing.AllowedUser] = []
     owners = Owners(config.settings.auth.owners)
-    db = config.db_path
-    if db.exists():
-        reader = Reader(db, workers=1)
-        now = time.time()
-        try:
-            codes, users, recorded = reader.run_sync(
-                lambda c: (pairing.pending(c, now=now), pairing.allowed(c), pairing.owners(c)))
+    now = time.time()
+    try:
+        found = read_state(config.home, lambda c: (pairing.pending(c, now=now), pairing.allowed(c), pairing.owners(c)))
+        if found is not None:
+            codes, users, recorded = found
             for o in recorded:
                 owners.add(o.platform, o.user_id, o.account_id)
-        except sqlite3.OperationalError as exc:
-            if "no such table" not in str(exc):  # a state.db no daemon of this version has opened yet
-                raise
-        finally:
-            reader.close()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):  # a state.db no daemon of this version has opened yet
+            raise
     return pairing_json(config, owners, codes, users)
 
 
 async def _offline_write(config: LoadedConfig, action: str, args: tuple[str, ...]) -> dict[str, Any]:
-    if not config.db_path.exists():
-        return {"ok": False, "message": f"No pairing code was given yet ({config.db_path} does not exist).",
-                "allowlist": 0, "owner": 0}
-    store = StateStore(config.db_path)
-    try:
+    store: Store | None = postgres_store(config.home)
+    if store is not None:
         await store.open()
-    except StorageLockedError as exc:
-        who = f"process {exc.holder_pid}" if exc.holder_pid else "another process"
-        raise DaemonUnreachableError(
-            f"state.db is locked by {who}, but no daemon answers on its control socket, so the change cannot "
-            "be made safely. Check it with 'hermes-gateway status'.") from None
+    else:
+        if not config.db_path.exists():
+            return {"ok": False, "message": f"No pairing code was given yet ({config.db_path} does not exist).",
+                    "allowlist": 0, "owner": 0}
+        store = StateStore(config.db_path)
+        try:
+            await store.open()
+        except StorageLockedError as exc:
+            who = f"process {exc.holder_pid}" if exc.holder_pid else "another process"
+            raise DaemonUnreachableError(
+                f"state.db is locked by {who}, but no daemon answers on its control socket, so the change "
+                "cannot be made safely. Check it with 'hermes-gateway status'.") from None
     try:
         owners = Owners(config.settings.auth.owners)
         p = Pairing(store, owners, config.home / PAIRING_KEY_FILE)

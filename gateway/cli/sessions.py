@@ -25,12 +25,12 @@ import typer
 from rich.cells import cell_len
 
 from gateway.cli import sessions_admin
-from gateway.cli.common import EX_USER, HomeOption, fail, quiet_logs
+from gateway.cli.common import EX_USER, HomeOption, fail, postgres_store, quiet_logs, read_state
 from gateway.cli.sessions_table import fit_cells, format_size, format_table
 from gateway.config import default_home, load_config
 from gateway.control import client as control_client
 from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError, DaemonUnreachableError
-from storage import GatewayError, Reader, SessionNotFoundError, StateStore, StorageLockedError, Store, queries
+from storage import GatewayError, SessionNotFoundError, StateStore, StorageLockedError, Store, queries
 
 T = TypeVar("T")
 
@@ -95,15 +95,8 @@ def _reading_home(home: Path | None) -> Path:
 
 
 def _read(home: Path, fn: Callable[[sqlite3.Connection], T]) -> T | None:
-    """Run ``fn`` on a read-only connection; None when there is no state.db yet."""
-    db = home / DB_NAME
-    if not db.exists():
-        return None
-    reader = Reader(db, workers=1)
-    try:
-        return reader.run_sync(fn)
-    finally:
-        reader.close()
+    """Run ``fn`` in a read-only transaction; None when there is no state.db yet."""
+    return read_state(home, fn)
 
 
 async def _write_async(home: Path, op: str, params: dict[str, Any],
@@ -112,6 +105,9 @@ async def _write_async(home: Path, op: str, params: dict[str, Any],
         return await control_client.call(home, op, params)
     except DaemonNotRunningError:
         pass  # nobody to ask: write ourselves, under the lock
+    if (pg := postgres_store(home)) is not None:
+        async with pg:
+            return await direct(pg)
     db = home / DB_NAME
     if not db.exists():
         raise SessionNotFoundError(f"There are no sessions yet ({db} does not exist).")

@@ -25,7 +25,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from gateway.cli.common import EX_USER, HomeOption, fail, load_home_config
+from gateway.cli.common import EX_USER, HomeOption, fail, load_home_config, postgres_store, read_state
 from gateway.cli.sessions import _confirm
 from gateway.config import LoadedConfig
 from gateway.control import client as control_client
@@ -33,7 +33,7 @@ from gateway.errors import DaemonNotRunningError, DaemonUnreachableError
 from gateway.routing.owners import Owners
 from gateway.userdata import Forgetter, parse_sender, write_export
 from gateway.userdata.service import UserData
-from storage import MediaStore, Reader, StateStore, StorageLockedError
+from storage import MediaStore, StateStore, StorageLockedError, Store
 from storage.errors import GatewayError
 
 __all__ = ["users_app"]
@@ -63,8 +63,10 @@ def _report_lines(report: dict[str, Any]) -> list[str]:
 
 
 async def _forget_here(config: LoadedConfig, platform: str, user_id: str) -> dict[str, Any]:
-    store = StateStore(config.db_path)
+    store: Store | None = postgres_store(config.home)
     try:
+        if store is None:
+            store = StateStore(config.db_path)
         await store.open()
     except StorageLockedError as exc:
         raise DaemonUnreachableError(
@@ -93,7 +95,8 @@ def forget_user(user: UserArgument, yes: Annotated[bool, typer.Option("--yes", "
             report = control_client.call_sync(config.home, "users.forget", {"user": f"{platform}:{user_id}"},
                                               reply_within=_FORGET_WITHIN)["report"]
         except DaemonNotRunningError:
-            if not config.db_path.exists():
+            url = config.storage_url
+            if url.backend == "sqlite" and url.path is not None and not url.path.exists():
                 _fail(f"there is no state.db in {config.home} yet: nothing to delete.")
             report = asyncio.run(_forget_here(config, platform, user_id))
     except GatewayError as exc:
@@ -113,7 +116,8 @@ def export_user(user: UserArgument, out: Annotated[Path | None, typer.Option(
         platform, user_id = parse_sender(user)
     except GatewayError as exc:
         _fail(str(exc))
-    if not config.db_path.exists():
+    url = config.storage_url
+    if url.backend == "sqlite" and url.path is not None and not url.path.exists():
         _fail(f"there is no state.db in {config.home} yet: nothing to export.")
     if out is not None and out.exists():
         _fail(f"{out} exists already; name a new file.")
@@ -121,9 +125,9 @@ def export_user(user: UserArgument, out: Annotated[Path | None, typer.Option(
     profile = UserData.profile_of(config.home) if owner else None
     target = out or config.home / "tmp" / f"export-{secrets.token_hex(8)}.json"
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    reader = Reader(config.db_path, workers=1)
     try:
-        summary = reader.run_sync(lambda c: write_export(c, target, platform, user_id, profile=profile))
+        summary = read_state(config.home, lambda c: write_export(c, target, platform, user_id, profile=profile))
+        assert summary is not None
         if out is None:
             with target.open("rb") as f:
                 shutil.copyfileobj(f, sys.stdout.buffer)
@@ -131,8 +135,7 @@ def export_user(user: UserArgument, out: Annotated[Path | None, typer.Option(
         _fail(str(exc))
     except OSError as exc:
         _fail(f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}")
-    finally:
-        reader.close()
+
         if out is None:
             with contextlib.suppress(OSError):
                 target.unlink()

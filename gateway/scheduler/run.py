@@ -22,7 +22,7 @@ from gateway.logs import redact
 from gateway.routing.delivery import record_reply
 from gateway.routing.services import Services
 from gateway.routing.turns import AgentMaker
-from storage import CronJobRow, cron, new_session_id, ops
+from storage import CronJobRow, cron, new_session_id, ops, queries
 
 __all__ = ["RunOutcome", "RunStarter", "Target"]
 
@@ -101,7 +101,7 @@ class RunStarter:
             ops.create_session(conn, session_id, "cron", model=s.model_name, user_id=row.owner_user_id,
                                started_at=now)
             # The first run is "cron: <name>", the next "cron: <name> #2": /resume of the title opens the last.
-            taken = conn.execute("SELECT 1 FROM sessions WHERE title = ?", (title,)).fetchone() is not None
+            taken = queries.title_in_use(conn, title)
             ops.set_session_title(conn, session_id, ops.next_title_in_lineage(conn, title) if taken else title)
             cron.set_session(conn, run_id, session_id)
             cron.remember_owner(conn, row.owner_session_key, session_id, platform=row.owner_platform,

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from storage import userdata
+from storage import queries, userdata
 
 __all__ = ["FORMAT", "ExportSummary", "write_export"]
 
@@ -90,10 +90,7 @@ def _sessions(conn: sqlite3.Connection, out: IO[str], platform: str, user_id: st
 def write_export(conn: sqlite3.Connection, path: Path, platform: str, user_id: str, *,
                  profile: tuple[str, ...] | None, now: float | None = None) -> ExportSummary:
     """Write the sender's export to ``path`` (created 0600); on a read connection."""
-    began = not conn.in_transaction
-    if began:
-        conn.execute("BEGIN")  # one moment of state.db for the whole file
-    try:
+    with queries.snapshot(conn):  # one moment of the database for the whole file
         # Created 0600 from the first byte (never readable by others, even for a moment).
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as out:
             head = {"format": FORMAT, "version": 1, "sender": {"platform": platform, "user_id": user_id},
@@ -104,7 +101,4 @@ def write_export(conn: sqlite3.Connection, path: Path, platform: str, user_id: s
             out.write('],"scheduled_jobs":' + _dump([_job(j) for j in jobs]))
             memory = None if profile is None else {"user_profile": list(profile)}
             out.write(',"memory":' + _dump(memory) + "}\n")
-    finally:
-        if began:
-            conn.execute("ROLLBACK")
     return ExportSummary(n_sessions, n_messages, len(jobs), path.stat().st_size)

@@ -18,6 +18,8 @@ state.db, for several gateway nodes sharing one database.
   their heartbeats, leases with fencing tokens for lanes and roles, the hand-off inbox.
 - ``_search`` (``search``), ``_search_plan``, ``_search_text``: full-text search (migration 0003's
   tsvector and pg_trgm indexes), ranked by FTS5's bm25 so both backends answer alike.
+- ``_probe``: ``probe`` (the server's version, the migrations applied; never migrates) and
+  ``read_once`` (one read-only transaction), for ``doctor`` and the command line.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
   advisory lock however many nodes start together.
 - ``queries``: reads of sessions and messages (recent sessions, an id by prefix, lineage,
@@ -56,11 +58,13 @@ from . import _usage as usage
 from . import _userdata as userdata
 from ._conn import PgConnection, Row
 from ._migrate import Migration, applied_versions, latest_pg_version, load_migrations, migrate
+from ._probe import PgProbe, probe, read_once
 from ._store import PgStore
 
 __all__ = [
     "Migration",
     "PgConnection",
+    "PgProbe",
     "PgStore",
     "Row",
     "applied_versions",
@@ -82,7 +86,9 @@ __all__ = [
     "outbound",
     "ownership",
     "pairing",
+    "probe",
     "queries",
+    "read_once",
     "search",
     "settings",
     "usage",

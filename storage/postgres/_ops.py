@@ -174,15 +174,15 @@ def append_message(
         (
             session_id,
             role,
-            content,
-            tool_call_id,
+            _no_nul(content),
+            _no_nul(tool_call_id),
             _json_or_none(tool_calls),
-            tool_name,
+            _no_nul(tool_name),
             time.time() if timestamp is None else float(timestamp),
             token_count,
-            finish_reason,
-            reasoning,
-            reasoning_content,
+            _no_nul(finish_reason),
+            _no_nul(reasoning),
+            _no_nul(reasoning_content),
             _json_or_none(reasoning_details),
             _json_or_none(codex_reasoning_items),
             _json_or_none(codex_message_items),
@@ -190,6 +190,12 @@ def append_message(
     ).fetchone()
     assert row is not None
     return int(row[0])
+
+
+def _no_nul(text: str | None) -> str | None:
+    """PostgreSQL's text cannot hold a NUL character (state.db can): a NUL a message carries becomes
+    U+FFFD, the replacement character, rather than failing the turn that stores it."""
+    return text.replace("\x00", "\ufffd") if text is not None and "\x00" in text else text
 
 
 def message_columns(message: Mapping[str, Any]) -> dict[str, Any]:

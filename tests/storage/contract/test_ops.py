@@ -483,3 +483,12 @@ async def test_a_cycle_of_parents_does_not_hang_the_prune(db: Db) -> None:
     await db.write(lambda c: run(c, "UPDATE sessions SET parent_session_id = NULL WHERE id = 'c'"))
     result = await _prune(db, 100)
     assert (result.deleted, result.skipped) == (2, ())  # the cycle itself goes whole
+
+
+async def test_a_message_with_a_nul_character_is_stored(db: Db) -> None:
+    """state.db keeps a NUL as it is; PostgreSQL's text cannot, so it stores U+FFFD instead."""
+    await db.write(partial(db.m.ops.create_session, session_id="nul", source="cli"))
+    mid = await db.write(partial(db.m.ops.append_message, session_id="nul", role="user", content="a\x00b"))
+    row = await db.read(lambda c: c.execute(
+        "SELECT content FROM messages WHERE id = " + str(int(mid))).fetchone())
+    assert row[0] == ("a\x00b" if db.name == "sqlite" else "a\ufffdb")
