@@ -20,8 +20,9 @@ import structlog
 
 from ..errors import GatewayError, StorageBusyError, StorageClosedError, StorageError, StorageFullError
 from ._connection import JOURNAL_SIZE_LIMIT, open_writer_connection
-from ._fts_index import index_pending, indexed_through, last_message_id
+from ._fts_index import index_pending
 from ._fts_layout import convert_step, progress
+from ._indexer import Indexer
 from ._lock import WriterLock
 from ._migrate import MigrationReport, check_sqlite_features, migrate
 from ._writer_stats import CheckpointMode, CheckpointResult, WriterSettings, WriterStats
@@ -111,11 +112,10 @@ class Committer:
         self._last_checkpoint = time.monotonic()
         self._wal_path = Path(str(path) + "-wal")
         self._wal_retry_at = WAL_CHECKPOINT_BYTES
-        #: FTS indexer state, kept on this thread: the watermark as last seen, since when
-        #: rows have been waiting (None: none are), whether the layout is still moving
-        self._indexed_through = 0
-        self._pending_since: float | None = None
+        #: FTS indexer state, kept on this thread; whether the layout is still moving
+        self.indexer = Indexer(settings, stats)
         self._converting = False
+        self._index_retry_at = 0.0
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -201,11 +201,12 @@ class Committer:
                 outcomes += self._commit_batch(conn, segment)
                 segment = []
             if job is not None:
+                self._finish_ahead(conn)  # a plain op (VACUUM, a pragma) runs outside any transaction
                 outcomes.append(self._run_plain(conn, job))
         self.stats.recent_commit_ms.append((time.perf_counter() - started) * 1000.0)
         self.stats.recent_batch_sizes.append(len(jobs))
         self.stats.max_batch = max(self.stats.max_batch, len(jobs))
-        self._note_writes(conn)
+        self.indexer.note_writes(conn)
         # Most batches need no checkpoint; deciding here spares the event loop
         # a round trip to this thread after each of them.
         self.checkpoint_after = self._due_checkpoint()
@@ -222,18 +223,22 @@ class Committer:
         return Outcome(True, value)
 
     def _commit_batch(self, conn: sqlite3.Connection, batch: list[Job]) -> list[Outcome]:
-        try:
-            self._begin(conn)
-        except sqlite3.Error as exc:
-            err = _translate(exc)
-            for _ in batch:
-                self._count_failure(exc)
-            return [Outcome(False, err) for _ in batch]
+        # The indexer may have opened the transaction already, in the gap before this batch
+        # (``Indexer.ahead``): the batch joins it, and one COMMIT covers both.
+        if not self.indexer.in_transaction:
+            try:
+                self._begin(conn)
+            except sqlite3.Error as exc:
+                err = _translate(exc)
+                for _ in batch:
+                    self._count_failure(exc)
+                return [Outcome(False, err) for _ in batch]
         try:
             values = [job.op(conn) for job in batch]
             conn.execute("COMMIT")
         except BaseException as exc:
             self._rollback(conn)
+            self.indexer.rolled_back()  # the index work ahead is undone too: its rows wait again
             if len(batch) == 1:
                 self._count_failure(exc)
                 return [Outcome(False, _translate(exc))]
@@ -241,6 +246,7 @@ class Committer:
             # op that fails is reported as failed.
             self.stats.replays += 1
             return [self._run_alone(conn, job) for job in batch]
+        self.indexer.committed()
         self._after_commit(len(batch))
         return [Outcome(True, value) for value in values]
 
@@ -272,6 +278,7 @@ class Committer:
     # --------------------------------------------------------------- checkpoints
 
     def checkpoint(self, conn: sqlite3.Connection, mode: CheckpointMode) -> CheckpointResult:
+        self._finish_ahead(conn)
         row = conn.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
         result = CheckpointResult(mode, int(row[0]), int(row[1]), int(row[2]), time.time())
         self.stats.checkpoints[mode] = self.stats.checkpoints.get(mode, 0) + 1
@@ -331,37 +338,36 @@ class Committer:
     # ------------------------------------------------------------- FTS indexing
 
     def _load_index_state(self, conn: sqlite3.Connection) -> None:
-        self._indexed_through = indexed_through(conn)
         conversion = progress(conn)
         self._converting = conversion.converting
         self.stats.fts_conversion = (conversion.done, conversion.total) if self._converting else None
-        self._note_writes(conn)
+        self.indexer.load(conn)
 
-    def _note_writes(self, conn: sqlite3.Connection) -> None:
-        """After a batch (or another process's writes): start the lag clock if rows wait."""
-        waiting = last_message_id(conn) - self._indexed_through
-        self.stats.index_pending = max(0, waiting)
-        if waiting > 0 and self._pending_since is None:
-            self._pending_since = time.monotonic()
+    def _finish_ahead(self, conn: sqlite3.Connection) -> None:
+        if self.indexer.finish(conn):
+            self._commits_since_checkpoint += 1  # not a caller's commit, but it grew the WAL
+            self.dirty = True
 
     def index_due(self) -> bool:
-        return self._pending_since is not None or self._converting
+        due = (self.indexer.waiting() or self._converting) and time.monotonic() >= self._index_retry_at
+        return due or self.indexer.in_transaction
 
-    def lag_exceeded(self) -> bool:
-        since = self._pending_since
-        return since is not None and time.monotonic() - since >= self.settings.index_lag_max
+    def index_ahead(self) -> None:
+        """Between batches: overdue rows, in a transaction the next batch commits (``Indexer.ahead``)."""
+        self.indexer.ahead(self._require_conn())
 
     def poll_other_writers(self) -> None:
         """Idle: rows another process wrote wait for the indexer too."""
-        self._note_writes(self._require_conn())
+        self.indexer.note_writes(self._require_conn())
 
     def index_step(self, limit: int) -> int:
         """One indexing transaction of up to ``limit`` rows (then a conversion batch when caught
-        up); returns the rows indexed, -1 when the step failed.
-
-        Never raises: a locked or failing index step is logged and tried again later;
+        up); returns the rows indexed, -1 when the step failed. Never raises: a locked or failing index step is logged and tried again later;
         the messages are committed already and search finds them through the tail."""
         conn = self._require_conn()
+        self._finish_ahead(conn)
+        if not self.indexer.waiting() and not self._converting:
+            return 0
         try:
             conn.execute("BEGIN IMMEDIATE")
             n = index_pending(conn, limit)
@@ -370,26 +376,21 @@ class Committer:
         except sqlite3.Error as exc:
             self._rollback(conn)
             log.warning("storage.index_step_failed", error=str(exc))
-            self._pending_since = time.monotonic()  # back off for one lag period
+            self._index_retry_at = time.monotonic() + self.settings.index_lag_max  # back off for one lag period
             return -1
-        self.stats.index_steps += 1
-        self.stats.indexed_rows += n
         self._commits_since_checkpoint += 1  # not a caller's commit, but it grew the WAL
         self.dirty = True
-        self._indexed_through = indexed_through(conn)
-        if n < limit:
-            self._pending_since = None
+        self.indexer.indexed(conn, n)
         if conversion is not None:
             self._converting = conversion.converting
             self.stats.fts_conversion = (conversion.done, conversion.total) if self._converting else None
-        self._note_writes(conn)
         return n
 
     def catch_up(self) -> bool:
         """Index everything waiting and finish any layout move (tests, tools, the bench).
 
         False when a step failed (it was logged)."""
-        self._note_writes(self._require_conn())  # rows another process wrote count too
+        self.indexer.note_writes(self._require_conn())  # rows another process wrote count too
         while self.index_due():
             if self.index_step(max(self.settings.index_batch, 1024)) < 0:
                 return False

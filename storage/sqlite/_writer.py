@@ -227,13 +227,13 @@ class Writer:
             except BaseException as exc:
                 outcomes = exc
             loop.call_soon_threadsafe(answer, outcomes)
-            # The callers are answered; under steady load the indexer takes a
-            # small slice here once the oldest unindexed row has waited too long.
-            # Small, because the next batch's callers wait for it: at 16 busy
-            # producers a slice of twice the batch tripled their p99 (bench/README.md).
-            # Above index_slice rows per batch the lag grows, and idle time catches up.
-            if self._committer.lag_exceeded():
-                self._committer.index_step(self.settings.index_slice)
+            # The callers are answered. Under steady load, once rows wait too long (Indexer.overdue),
+            # a small slice of them is indexed here, in a transaction the next batch joins: one
+            # COMMIT and one fsync for both. Small, because the next batch's callers wait for it:
+            # a slice in a transaction of its own, or of twice the batch, tripled their p99 at
+            # 16 producers (bench/README.md). Above index_slice rows per batch the lag grows,
+            # and idle time catches up.
+            self._committer.index_ahead()
 
         self._executor.submit(work)
         await done

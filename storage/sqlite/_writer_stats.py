@@ -24,9 +24,11 @@ class WriterSettings:
     #: coming; in idle time it is indexed after ``index_idle_after`` seconds anyway
     index_lag_max: float = 1.0
     index_idle_after: float = 0.02
-    #: rows per indexing transaction when idle, and per slice between batches under load
+    #: rows per indexing transaction when idle
     index_batch: int = 128
-    index_slice: int = 8
+    #: rows indexed between two batches under load once rows are older than index_lag_max,
+    #: in the next batch's transaction
+    index_slice: int = 4
 
 
 @dataclass

@@ -303,3 +303,64 @@ async def test_a_reference_writer_that_replaced_our_triggers_is_undone_at_the_ne
         assert reference_search(conn, "messages_fts", "okapi") == {added}
         triggers = {r[0]: r[1] for r in conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")}
         assert "WHEN 0" in triggers["messages_fts_insert"]
+
+
+# ------------------------------------------------------------ under load
+
+
+def watermark(path: Path) -> int:
+    with connect(path) as conn:
+        row = conn.execute("SELECT value FROM state_meta WHERE key = 'fts_indexed_through'").fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+# Writes never pause long enough for idle work: only the slices between batches can index.
+BUSY = WriterSettings(synchronous="NORMAL", index_lag_max=0.0, index_idle_after=3600.0,
+                      idle_truncate_after=3600.0, checkpoint_every_commits=10**6, index_slice=3)
+
+
+async def test_the_watermark_advances_while_writes_never_stop(db_path: Path) -> None:
+    async with StateStore(db_path, writer_settings=BUSY) as store:
+        await fill(store, 4)
+
+        async def producer(p: int) -> None:
+            for i in range(25):
+                await store.append_message(f"s{p}", "user", f"steady stream {p} {i} docker")
+
+        await asyncio.gather(*(producer(p) for p in range(4)))
+        stats = store.writer.stats
+        total = 4 + 100
+        # Each batch commits the slice indexed after the one before it (the last slice waits for the next).
+        assert stats.commits > 2
+        assert watermark(db_path) >= min(total - 1, BUSY.index_slice * (stats.commits - 2))
+        assert stats.indexed_rows >= watermark(db_path) > 0
+        with connect(db_path) as conn:
+            assert indexed(conn, "messages_fts") == set(range(1, watermark(db_path) + 1))
+        # The newest rows, not indexed yet, are found all the same.
+        found = {r["id"] for r in await store.search_messages("steady stream", limit=200)}
+        assert len(found) == 100
+
+
+async def test_a_failed_batch_undoes_the_slice_it_carried_and_the_rows_are_indexed_later(db_path: Path) -> None:
+    async with StateStore(db_path, writer_settings=BUSY) as store:
+        ids = await fill(store, 20)  # its batch is followed by a slice, left open for the next batch
+
+        def fails(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO messages (session_id, role, content, timestamp) VALUES ('s0', 'user', 'x', 1)")
+            raise RuntimeError("this op fails")
+
+        try:
+            await store.write(fails)
+        except RuntimeError:
+            pass
+        else:
+            raise AssertionError("the op's error was not raised")
+        assert watermark(db_path) == 0  # the slice went down with the batch
+        later = await store.append_message("s1", "user", "after the failure okapi")
+        assert watermark(db_path) > 0  # a later batch carried a slice again
+        assert await store.catch_up_index()
+        with connect(db_path) as conn:
+            assert indexed(conn, "messages_fts") == {*ids, later}
+            assert conn.execute("SELECT count(*) FROM messages WHERE content = 'x'").fetchone()[0] == 0
+        for table in ("messages_fts", "messages_fts_trigram"):
+            await store.write(lambda c, t=table: c.execute(f"INSERT INTO {t}({t}, rank) VALUES ('integrity-check', 0)"))
