@@ -291,3 +291,14 @@ async def test_cjk_inside_tool_calls_is_found(db: Db) -> None:
 async def test_cjk_search_sessions(corpus: Corpus) -> None:
     (hit,) = await search_sessions(corpus.db, "机器学习")
     assert (hit["session_id"], hit["match_message_id"]) == ("dc1", corpus.ids["cjk"])
+
+
+async def test_a_huge_message_is_stored_and_found(db: Db) -> None:
+    """A tool result of 60 000 distinct words (a tsvector holds at most 1 MB): the INSERT never fails.
+    PostgreSQL's word index holds a message's first 100 000 characters (README, "Search on
+    PostgreSQL"); state.db's holds all of it."""
+    await session(db, "s", "cli")
+    text = " ".join(f"w{i}x" for i in range(60_000))
+    mid = await message(db, "s", "tool", text, tool_name="terminal")
+    assert await ids(db, "w5x") == {mid}
+    assert await ids(db, "w59999x") == ({mid} if db.name == "sqlite" else set())
