@@ -302,3 +302,11 @@ async def test_a_huge_message_is_stored_and_found(db: Db) -> None:
     mid = await message(db, "s", "tool", text, tool_name="terminal")
     assert await ids(db, "w5x") == {mid}
     assert await ids(db, "w59999x") == ({mid} if db.name == "sqlite" else set())
+
+
+async def test_accents_are_folded_by_state_db_only(db: Db) -> None:
+    """The one listed difference in words (README, "Search on PostgreSQL"): unicode61 folds accents."""
+    await session(db, "s", "cli")
+    mid = await message(db, "s", "user", "an odd feeling of déjà vu")
+    assert await ids(db, "déjà") == {mid}
+    assert await ids(db, "deja") == ({mid} if db.name == "sqlite" else set())
