@@ -31,6 +31,8 @@ class WriterView(Protocol):
 
     @property
     def stats(self) -> WriterStats: ...
+
+
 log = structlog.get_logger("hermes.storage")
 
 AUTO_PRUNE_META_KEY = "last_auto_prune"
