@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 
 # Run order. A module is picked up as soon as bench/<name>.py exists.
-MODULES = ("storage", "scale", "gateway", "http", "telegram", "discord", "slack", "transport", "bigreply",
+MODULES = ("storage", "scale", "pg", "gateway", "http", "telegram", "discord", "slack", "transport", "bigreply",
            "llm_client", "stream", "media", "tools_terminal", "tools_mcp", "cron", "userdata", "pg_failover")
 
 HERE = Path(__file__).resolve().parent

@@ -16,6 +16,8 @@ state.db, for several gateway nodes sharing one database.
 - ``_ownership`` (``ownership``): which sessions a chat may see and resume.
 - ``cluster`` (``_cluster``, ``_cluster_inbox``): several nodes over one database: nodes and
   their heartbeats, leases with fencing tokens for lanes and roles, the hand-off inbox.
+- ``_search`` (``search``), ``_search_plan``, ``_search_text``: full-text search (migration 0003's
+  tsvector and pg_trgm indexes), ranked by FTS5's bm25 so both backends answer alike.
 - ``_probe``: ``probe`` (the server's version, the migrations applied; never migrates) and
   ``read_once`` (one read-only transaction), for ``doctor`` and the command line.
 - ``_migrate``: versioned migrations (``migrations/NNNN_name.sql``), applied once under an
@@ -50,6 +52,7 @@ from . import _outbound as outbound
 from . import _ownership as ownership
 from . import _pairing as pairing
 from . import _queries as queries
+from . import _search as search
 from . import _settings as settings
 from . import _usage as usage
 from . import _userdata as userdata
@@ -86,6 +89,7 @@ __all__ = [
     "probe",
     "queries",
     "read_once",
+    "search",
     "settings",
     "usage",
     "userdata",

@@ -33,6 +33,10 @@ from ._queries_more import prune_plan as prune_plan
 from ._queries_more import row_dict as _row_dict
 from ._queries_more import superseded_ids as _superseded_ids
 
+#: the reference v11 columns of messages, in state.db's order
+_MESSAGE_COLUMNS = ("id, session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, token_count, "
+                   "finish_reason, reasoning, reasoning_content, reasoning_details, codex_reasoning_items, "
+                   "codex_message_items")
 _JSON_FIELDS = ("tool_calls", "reasoning_details", "codex_reasoning_items", "codex_message_items")
 _CONVERSATION_ROLES = ("user", "assistant", "tool")
 
@@ -276,7 +280,9 @@ def _scalar(conn: PgConnection, sql: str) -> int:
 
 
 def get_messages(conn: PgConnection, session_id: str) -> list[dict[str, Any]]:
-    rows = conn.execute("SELECT * FROM messages WHERE session_id = %s ORDER BY id", (session_id,)).fetchall()
+    # the v11 columns by name: messages also holds search's generated columns (migration 0003)
+    rows = conn.execute(f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE session_id = %s ORDER BY id",
+                        (session_id,)).fetchall()
     out = []
     for row in rows:
         d = _row_dict(row)

@@ -87,7 +87,10 @@ def pg_rows(url: str, tables: list[str]) -> dict[str, list[dict[str, Any]]]:
         for name in tables:
             cur = conn.execute(f'SELECT * FROM "{name}"')
             cols = [d.name for d in cur.description or []]
-            rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+            # generated columns (search's tsvector, migration 0003) are derived, not copied
+            generated = {str(g[0]) for g in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attgenerated <> ''", (name,))}
+            rows = [{c: v for c, v in zip(cols, r, strict=True) if c not in generated} for r in cur.fetchall()]
             out[name] = sorted((r for r in rows if _meta_ok(name, r)), key=repr)
         return out
 
