@@ -13,7 +13,7 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -22,6 +22,16 @@ from gateway.errors import LaneFullError, LanesClosedError
 log = structlog.get_logger("hermes.lanes")
 
 Job = Callable[[], Coroutine[Any, Any, None]]
+
+
+class LaneGate(Protocol):
+    """Several nodes (PostgreSQL): a key's jobs run here only while this node serves the key."""
+
+    async def enter(self, key: str) -> None:
+        """Return once this node may run the key's next job (it holds the key's lane)."""
+
+    def idle(self, key: str) -> None:
+        """The key's lane ran dry here: it may be let go."""
 
 
 @dataclass
@@ -45,6 +55,8 @@ class Lanes:
         self._max_queued = max_queued_per_key
         self._lanes: dict[str, _Lane] = {}
         self._closed = False
+        #: None on one node (SQLite); the daemon sets it on a cluster
+        self.gate: LaneGate | None = None
 
     # ---------------------------------------------------------------- queries
 
@@ -104,6 +116,8 @@ class Lanes:
     async def _work(self, key: str, lane: _Lane) -> None:
         try:
             while lane.queue:
+                if self.gate is not None:
+                    await self.gate.enter(key)  # the job stays queued (visible, dropped by drain) until then
                 # Take a global slot first: until then the job stays visible in
                 # the queue (counted as waiting, dropped cleanly by drain).
                 async with self._sem:
@@ -126,6 +140,8 @@ class Lanes:
             lane.worker = None
             if not lane.queue and self._lanes.get(key) is lane:
                 del self._lanes[key]
+                if self.gate is not None:
+                    self.gate.idle(key)
 
     @staticmethod
     def _worker_cancelled() -> bool:
