@@ -102,11 +102,12 @@ class ClusterDuties:
     async def _acquired(self, role: str) -> None:
         log.info("cluster.role_acquired", role=role)
         if role in self.adapter_roles:
-            self._spawn(role, self._supervise(role))
+            # the connection, and the recovery of its platform's replies: only a connected node can send them
+            self._spawn(role, asyncio.gather(self._supervise(role), self._recover_ledger((role,))))
         elif role == SCHEDULER and self._runtime.scheduler is not None:
             await self._runtime.scheduler.start()
-        elif role == LEDGER:
-            self._spawn(role, self._recover_ledger())
+        elif role == LEDGER:  # the platforms every node connects to (webhooks, the HTTP API)
+            self._spawn(role, self._recover_ledger(tuple(n for n in self._adapters if n not in self.adapter_roles)))
         elif role == MAINTENANCE:
             self._spawn(role, self._sweeper())
 
@@ -124,20 +125,20 @@ class ClusterDuties:
         elif role == SCHEDULER and self._runtime.scheduler is not None:
             await self._runtime.scheduler.stop()
 
-    def _spawn(self, role: str, work: Awaitable[None]) -> None:
+    def _spawn(self, role: str, work: Awaitable[object]) -> None:
         async def run() -> None:
             await work
 
         self._tasks[role] = asyncio.create_task(run(), name=f"role:{role}")
 
-    async def _recover_ledger(self) -> None:
-        """The ledger's holder sends what a node that died left unsent, whenever it died: each
+    async def _recover_ledger(self, platforms: tuple[str, ...]) -> None:
+        """Send what a node that died left unsent on these platforms, whenever it died: each
         heartbeat, the rows of chats no live node serves (``Delivery.served_elsewhere``)."""
         delivery = self._runtime.services.delivery
         minutes = self._config.settings.gateway.delivery_recovery_minutes
         while True:
-            for name, adapter in self._adapters.items():
-                if not adapter.ready.is_set():
+            for name in platforms:
+                if not self._adapters[name].ready.is_set():
                     continue  # not connected here (or held by another node): its rows wait
                 try:
                     sent = await delivery.recover(name, minutes * 60)
