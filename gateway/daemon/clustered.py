@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import structlog
 
-from adapters.base import Adapter
+from adapters.base import Adapter, ChatType, InboundMessage
 from gateway.cluster import LEDGER, MAINTENANCE, SCHEDULER, ClusterNode, cluster_roles
 from gateway.config import LoadedConfig
 from gateway.daemon.build import Runtime
@@ -59,7 +61,7 @@ class ClusterDuties:
         self._sweeper = sweeper
         cluster = config.settings.cluster
         self.node = ClusterNode(store, cluster, roles=cluster_roles(config.settings),
-                                on_acquired=self._acquired, on_lost=self._lost)
+                                on_acquired=self._acquired, on_lost=self._lost, on_inbox=self._run_inbox)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._releasing: dict[str, asyncio.Task[None]] = {}
         self._view_task: asyncio.Task[None] | None = None
@@ -183,6 +185,41 @@ class ClusterDuties:
 
         self._releasing[key] = asyncio.create_task(release(), name=f"lane-release:{key}")
 
+    async def handed_off(self, msg: InboundMessage, key: str) -> bool:
+        """A message for a chat another live node serves goes to that node's inbox. Only what
+        nobody waits for here (a webhook's update): an HTTP API caller waits on this node, which
+        then waits for the chat (``enter``); a message with files stays here too (its files were
+        fetched by this node)."""
+        if msg.awaits_answer or msg.attachments or self.node.lane_token(key) is not None:
+            return False
+        try:
+            claim = await self.node.claim_lane(key)
+            if claim.mine or not claim.owner:
+                return False
+            await self.node.store.write(self.node.hand_off(key, to_payload(msg), claim.owner))
+        except _DOWN:
+            return False  # it runs here, into its own storage error
+        log.info("cluster.handed_off", session_key=key, owner=claim.owner)
+        return True
+
+    async def _run_inbox(self, key: str) -> None:
+        """What other nodes handed to this chat's lane, in order, into the lane here. Each row is
+        done once the lane took it: a crash after that loses it (as a crash loses a turn under
+        way), never runs it twice."""
+        token = self.node.lane_token(key)
+        router = self._runtime.router
+        for row in await self.node.take_inbox(key):
+            with structlog.contextvars.bound_contextvars(session_key=key, handed_from=row.from_node):
+                try:
+                    msg = from_payload(row.payload)
+                except (ValueError, TypeError, KeyError):
+                    log.error("cluster.inbox_row_unreadable", inbox_id=row.id)
+                else:
+                    await router.handle(msg)
+                if token is not None:
+                    await self.node.store.write(partial(pc.finish_inbox, inbox_id=row.id,
+                                                        node_id=self.node.node_id, token=token))
+
     # -- status -----------------------------------------------------------------------------
 
     async def _refresh_view(self) -> None:
@@ -208,3 +245,18 @@ class ClusterDuties:
                 log.exception("cluster.view_failed")
             await asyncio.sleep(self.node.config.heartbeat)
 
+
+
+_FIELDS = ("platform", "chat_id", "user_id", "text", "message_id", "thread_id", "user_name", "chat_name",
+           "timestamp", "reply_to", "dedupe_id", "pre_authorized", "addressed")
+
+
+def to_payload(msg: InboundMessage) -> str:
+    return json.dumps({"chat_type": str(msg.chat_type), **{name: getattr(msg, name) for name in _FIELDS}})
+
+
+def from_payload(payload: str) -> InboundMessage:
+    """The handed message as the owner runs it: its dedupe row is the sending node's already."""
+    data = json.loads(payload)
+    return InboundMessage(chat_type=ChatType(data.pop("chat_type")), redeliverable=False,
+                          **{name: data[name] for name in _FIELDS})

@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 import structlog
 
+from adapters.base import InboundMessage
 from gateway.errors import LaneFullError, LanesClosedError
 
 log = structlog.get_logger("hermes.lanes")
@@ -32,6 +33,10 @@ class LaneGate(Protocol):
 
     def idle(self, key: str) -> None:
         """The key's lane ran dry here: it may be let go."""
+
+    async def handed_off(self, msg: InboundMessage, key: str) -> bool:
+        """True when another live node serves ``key`` and ``msg`` was written to its inbox (the
+        router is done with it); False: run it here."""
 
 
 @dataclass
