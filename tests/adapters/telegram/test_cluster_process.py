@@ -212,3 +212,61 @@ async def test_kill_9_of_the_node_serving_busy_chats_loses_no_answer_and_sends_n
         for (r1, c1), (r2, c2) in itertools.pairwise(messages):
             if r2 == "assistant":
                 assert (r1, c2) == ("user", f"echo: {c1}"), messages
+
+
+async def test_a_webhook_update_at_a_node_that_does_not_serve_the_chat_is_answered_by_its_owner(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str
+) -> None:
+    from storage.postgres import PgStore
+    from tests.adapters.conftest import telegram_config
+    from tests.gateway.conftest import free_port
+
+    fake, uid = fake_telegram, fake_telegram.user["id"]
+    hold = fake_openai.hold_when(lambda body: "first" in str(body["messages"][-1]))
+    ports = {node: free_port() for node in NODES}
+    async with AsyncExitStack() as stack:
+        for node in NODES:
+            telegram = telegram_config(fake, mode="webhook", require_mention=False,
+                                       webhook_url=f"http://127.0.0.1:{ports[node]}/telegram/webhook",
+                                       webhook_secret="s3cret-for-the-cluster-test")
+            await stack.enter_async_context(telegram_daemon(
+                tmp_path / node, fake, fake_openai, logging={"level": "info"},
+                platforms={"api_server": {"port": ports[node]}, "telegram": telegram},
+                storage={"url": pg_url}, cluster={"node_id": node, "failover_s": 3}))
+        await wait_cluster(tmp_path / "n1", "three live nodes", lambda v: (
+            len([n for n in v["nodes"] if n["alive"]]) == 3))
+        await until(lambda: fake.webhook is not None, "a webhook set")
+        hook = fake.webhook
+        assert hook is not None
+        owner = next(n for n in NODES if f":{ports[n]}/" in hook["url"])
+        other = next(n for n in NODES if n != owner)
+
+        first = await fake.user_says("first")  # posted to the owner's URL: its turn holds the chat
+        await until(hold.arrived.is_set, "the first turn at the model")
+        second = {**first, "update_id": first["update_id"] + 1000,
+                  "message": {**first["message"], "message_id": first["message"]["message_id"] + 1000,
+                              "text": "second"}}
+        status = await fake.deliver_to_webhook(second, url=f"http://127.0.0.1:{ports[other]}/telegram/webhook")
+        assert status == 200
+        async with PgStore(pg_url) as store:
+            async def inbox() -> list[tuple[Any, ...]]:
+                found = await store.read(lambda c: c.execute(
+                    "SELECT from_node, done_at IS NOT NULL FROM cluster_inbox ORDER BY id").fetchall())
+                return [tuple(r) for r in found]
+
+            handed: list[tuple[Any, ...]] = []
+
+            async def wait_handed() -> None:
+                while not (found := await inbox()):
+                    await asyncio.sleep(0.1)
+                handed.extend(found)
+
+            await asyncio.wait_for(wait_handed(), 30)
+            assert handed[0][0] == other  # written by the node it reached, for the owner
+            hold.release.set()
+            await until(lambda: "second" in [t for _, t in delivered(fake)], "the second answer")
+            assert await inbox() == [(other, True)]
+    answers_ = [t for c, t in delivered(fake) if c == uid]
+    assert answers_ == ["first", "second"]  # once each, in order
+    assert [(role, content) for _, role, content in await stored(pg_url)] == [
+        ("user", "first"), ("assistant", "echo: first"), ("user", "second"), ("assistant", "echo: second")]
