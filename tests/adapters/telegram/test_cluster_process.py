@@ -270,3 +270,50 @@ async def test_a_webhook_update_at_a_node_that_does_not_serve_the_chat_is_answer
     assert answers_ == ["first", "second"]  # once each, in order
     assert [(role, content) for _, role, content in await stored(pg_url)] == [
         ("user", "first"), ("assistant", "echo: first"), ("user", "second"), ("assistant", "echo: second")]
+
+
+async def test_an_http_api_request_at_another_node_waits_for_the_chat_and_keeps_its_order(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str
+) -> None:
+    import httpx
+
+    from tests.adapters.conftest import telegram_config
+    from tests.gateway.conftest import free_port
+
+    hold = fake_openai.hold_when(lambda body: "slow one" in str(body["messages"][-1]))
+    ports = {node: free_port() for node in NODES}
+    async with AsyncExitStack() as stack:
+        for node in NODES:
+            await stack.enter_async_context(telegram_daemon(
+                tmp_path / node, fake_telegram, fake_openai,
+                platforms={"api_server": {"port": ports[node]}, "telegram": telegram_config(fake_telegram)},
+                storage={"url": pg_url}, cluster={"node_id": node, "failover_s": 3}))
+        await wait_cluster(tmp_path / "n1", "three live nodes", lambda v: (
+            len([n for n in v["nodes"] if n["alive"]]) == 3))
+        client = await stack.enter_async_context(httpx.AsyncClient(timeout=60))
+
+        async def ask(node: str, text: str) -> httpx.Response:
+            return await client.post(f"http://127.0.0.1:{ports[node]}/v1/chat/completions",
+                                     json={"messages": [{"role": "user", "content": text}], "user": "alice"})
+
+        async def ready(node: str) -> bool:
+            try:
+                return (await client.get(f"http://127.0.0.1:{ports[node]}/readyz")).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        for node in NODES:
+            while not await ready(node):
+                await asyncio.sleep(0.1)
+        slow = asyncio.create_task(ask("n1", "slow one"))
+        await until(hold.arrived.is_set, "the first turn at the model")
+        following = asyncio.create_task(ask("n2", "next one"))  # n1 serves alice's chat now
+        view = await wait_cluster(tmp_path / "n2", "n1 serving a chat", lambda v: any(
+            n["node_id"] == "n1" and n["lanes"] == 1 for n in v["nodes"]))
+        assert view["this_node"]["lanes"] == 0  # n2 waits for the chat; it does not run it beside n1
+        hold.release.set()
+        first, second = await slow, await following
+        assert (first.status_code, second.status_code) == (200, 200), (first.text, second.text)
+        assert second.json()["choices"][0]["message"]["content"] == "echo: next one"
+    assert [(role, content) for _, role, content in await stored(pg_url)] == [
+        ("user", "slow one"), ("assistant", "echo: slow one"), ("user", "next one"), ("assistant", "echo: next one")]
