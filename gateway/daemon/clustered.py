@@ -66,6 +66,8 @@ class ClusterDuties:
         self._releasing: dict[str, asyncio.Task[None]] = {}
         self._view_task: asyncio.Task[None] | None = None
         self._stopped = False
+        #: the daemon stops taking work: handed messages stay in the inbox for another node
+        self.stopping = False
         self.view: dict[str, Any] = {"node_id": self.node.node_id, "nodes": [], "database": "unknown"}
         delivery = runtime.services.delivery
         delivery.served_elsewhere = pc.served_ledger_rows
@@ -185,6 +187,12 @@ class ClusterDuties:
 
         self._releasing[key] = asyncio.create_task(release(), name=f"lane-release:{key}")
 
+    def fence(self, key: str) -> Callable[[Any], bool] | None:
+        token = self.node.lane_token(key)
+        if token is None:
+            return None
+        return partial(pc.hold_lease, kind="lane", name=key, node_id=self.node.node_id, token=token)
+
     async def handed_off(self, msg: InboundMessage, key: str) -> bool:
         """A message for a chat another live node serves goes to that node's inbox. Only what
         nobody waits for here (a webhook's update): an HTTP API caller waits on this node, which
@@ -206,6 +214,8 @@ class ClusterDuties:
         """What other nodes handed to this chat's lane, in order, into the lane here. Each row is
         done once the lane took it: a crash after that loses it (as a crash loses a turn under
         way), never runs it twice."""
+        if self._stopped or self.stopping:
+            return  # left in the inbox: the node that takes the chat over runs them
         token = self.node.lane_token(key)
         router = self._runtime.router
         for row in await self.node.take_inbox(key):

@@ -255,6 +255,8 @@ class Gateway:
                 log.info("gateway.stopping", running_turns=services.lanes.running,
                          waiting=services.lanes.total_waiting)
                 self.notifier.stopping(f"draining: {services.lanes.running} turns running")
+                if self.cluster is not None:
+                    self.cluster.stopping = True
                 router.stop_intake()
                 drain = self.config.settings.gateway.drain_timeout
                 # Runs under way end within the same drain as the turns (then are retried at the next start).

@@ -34,6 +34,10 @@ class LaneGate(Protocol):
     def idle(self, key: str) -> None:
         """The key's lane ran dry here: it may be let go."""
 
+    def fence(self, key: str) -> Callable[[Any], bool] | None:
+        """A check, for the transaction that stores a turn's answer, that this node still holds
+        the key's lane under the token it ran the turn with."""
+
     async def handed_off(self, msg: InboundMessage, key: str) -> bool:
         """True when another live node serves ``key`` and ``msg`` was written to its inbox (the
         router is done with it); False: run it here."""

@@ -317,3 +317,72 @@ async def test_an_http_api_request_at_another_node_waits_for_the_chat_and_keeps_
         assert second.json()["choices"][0]["message"]["content"] == "echo: next one"
     assert [(role, content) for _, role, content in await stored(pg_url)] == [
         ("user", "slow one"), ("assistant", "echo: slow one"), ("user", "next one"), ("assistant", "echo: next one")]
+
+
+async def test_a_node_paused_past_its_lease_cannot_store_its_answer_beside_the_new_owner(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str
+) -> None:
+    import os
+    import signal
+
+    from storage.postgres import PgStore
+    from tests.adapters.conftest import telegram_config
+    from tests.gateway.conftest import free_port
+
+    fake, uid = fake_telegram, fake_telegram.user["id"]
+    hold = fake_openai.hold_when(lambda body: "first" in str(body["messages"][-1]))
+    ports = {node: free_port() for node in NODES}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    paused: list[int] = []
+    async with AsyncExitStack() as stack:
+        for node in NODES:
+            telegram = telegram_config(fake, mode="webhook", require_mention=False,
+                                       webhook_url=f"http://127.0.0.1:{ports[node]}/telegram/webhook",
+                                       webhook_secret="s3cret-for-the-cluster-test")
+            procs[node] = await stack.enter_async_context(telegram_daemon(
+                tmp_path / node, fake, fake_openai, logging={"level": "info"},
+                platforms={"api_server": {"port": ports[node]}, "telegram": telegram},
+                storage={"url": pg_url}, cluster={"node_id": node, "failover_s": 3}))
+        def resume_paused() -> None:
+            for pid in paused:
+                os.kill(pid, signal.SIGCONT)
+
+        stack.callback(resume_paused)
+        await wait_cluster(tmp_path / "n1", "three live nodes", lambda v: (
+            len([n for n in v["nodes"] if n["alive"]]) == 3))
+        await until(lambda: fake.webhook is not None, "a webhook set")
+        hook = fake.webhook
+        assert hook is not None
+        owner = next(n for n in NODES if f":{ports[n]}/" in hook["url"])
+        other = next(n for n in NODES if n != owner)
+        store = await stack.enter_async_context(PgStore(pg_url))
+
+        async def lane_holder() -> str | None:
+            row = await store.read(lambda c: c.execute(
+                "SELECT node_id FROM cluster_leases WHERE kind = 'lane' AND expires_at > "
+                "extract(epoch from now())").fetchone())
+            return None if row is None else str(row[0])
+
+        first = await fake.user_says("first")
+        await until(hold.arrived.is_set, "the first turn at the model")
+        assert await lane_holder() == owner
+        os.kill(procs[owner].pid, signal.SIGSTOP)  # paused mid-turn: its lease runs out
+        paused.append(procs[owner].pid)
+        while await lane_holder() == owner:
+            await asyncio.sleep(0.1)
+        second = {**first, "update_id": first["update_id"] + 1000,
+                  "message": {**first["message"], "message_id": first["message"]["message_id"] + 1000,
+                              "text": "second"}}
+        assert await fake.deliver_to_webhook(second, url=f"http://127.0.0.1:{ports[other]}/telegram/webhook") == 200
+        await until(lambda: "second" in [t for _, t in delivered(fake)], "the new owner's answer")
+        os.kill(procs[owner].pid, signal.SIGCONT)  # it wakes up and its model call returns
+        paused.clear()
+        hold.release.set()
+
+        log = tmp_path / owner / "daemon.log"
+        # the paused node's answer was refused by the lane's fence (its transaction rolled back)
+        await until(lambda: '"error_type": "ChatBusyError"' in log.read_text(), "the paused node's turn to end")
+    stored_ = [(role, content) for _, role, content in await stored(pg_url)]
+    assert ("assistant", "echo: first") not in stored_, stored_
+    assert stored_[-1] == ("assistant", "echo: second")
+    assert "first" not in [t for c, t in delivered(fake) if c == uid]
