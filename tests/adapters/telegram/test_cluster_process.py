@@ -16,6 +16,7 @@ from gateway.control.client import call
 from gateway.errors import ControlError
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
+from tests.pg.server import PgServer
 
 from .._telegram_process import telegram_daemon, until
 
@@ -386,3 +387,42 @@ async def test_a_node_paused_past_its_lease_cannot_store_its_answer_beside_the_n
     assert ("assistant", "echo: first") not in stored_, stored_
     assert stored_[-1] == ("assistant", "echo: second")
     assert "first" not in [t for c, t in delivered(fake) if c == uid]
+
+
+async def test_a_database_restart_mid_load_is_survived(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str, pg_server: PgServer
+) -> None:
+    fake = fake_telegram
+    users = [fake.user, fake.add_user("Bea")]
+    chats = [fake.private_chat(u) for u in users]
+    for _ in range(100):
+        fake_openai.delay(0.1)
+
+    async def say(round_: int) -> set[str]:
+        texts = set()
+        for i, chat in enumerate(chats):
+            texts.add(f"c{i}-r{round_}")
+            await fake.user_says(f"c{i}-r{round_}", chat=chat, user=users[i])
+        return texts
+
+    async with AsyncExitStack() as stack:
+        for node in NODES:
+            await stack.enter_async_context(telegram_daemon(
+                tmp_path / node, fake, fake_openai, auth={"allow_all_users": True},
+                storage={"url": pg_url}, cluster={"node_id": node, "failover_s": 3}))
+        await wait_cluster(tmp_path / "n1", "three nodes, one polling", lambda v: (
+            len([n for n in v["nodes"] if n["alive"]]) == 3 and len(pollers(v)) == 1))
+        await until(fake.connected, "a node to poll")
+        before = await say(0)
+        await until(lambda: before <= {t for _, t in delivered(fake)}, "the answers before the restart")
+        restart = asyncio.create_task(asyncio.to_thread(pg_server.restart))
+        during = await say(1)  # may meet the database away: answered once, or refused with a notice
+        await restart
+        for node in NODES:
+            await wait_cluster(tmp_path / node, f"{node} back, one poller", lambda v: (
+                v["database"] == "up" and len([n for n in v["nodes"] if n["alive"]]) == 3 and len(pollers(v)) == 1))
+        after = await say(2) | await say(3)
+        await until(lambda: after <= {t for _, t in delivered(fake)}, "every message after the restart answered")
+    texts = [t for _, t in delivered(fake)]
+    assert len(texts) == len(set(texts)), f"an answer went out twice: {texts}"
+    assert set(texts) <= before | during | after
