@@ -258,7 +258,7 @@ class ClusterDuties:
 
 
 _FIELDS = ("platform", "chat_id", "user_id", "text", "message_id", "thread_id", "user_name", "chat_name",
-           "timestamp", "reply_to", "dedupe_id", "pre_authorized", "addressed")
+           "timestamp", "reply_to", "dedupe_id", "redeliverable", "pre_authorized", "addressed")
 
 
 def to_payload(msg: InboundMessage) -> str:
@@ -266,7 +266,7 @@ def to_payload(msg: InboundMessage) -> str:
 
 
 def from_payload(payload: str) -> InboundMessage:
-    """The handed message as the owner runs it: its dedupe row is the sending node's already."""
+    """The handed message as the owner runs it, with its delivery key: the owner's duplicate check
+    decides (a copy of it may have reached the owner too), and records it with the turn."""
     data = json.loads(payload)
-    return InboundMessage(chat_type=ChatType(data.pop("chat_type")), redeliverable=False,
-                          **{name: data[name] for name in _FIELDS})
+    return InboundMessage(chat_type=ChatType(data.pop("chat_type")), **{name: data[name] for name in _FIELDS})
