@@ -120,9 +120,24 @@ def _print_status(data: dict[str, Any]) -> None:
         when = f"next: {nxt.get('name')} [{nxt.get('id')}] at {nxt.get('due_local')}" if isinstance(nxt, dict) \
             else "none due"
         typer.echo(f"Jobs: {cron['jobs']} scheduled ({cron.get('paused', 0)} paused), {when}")
+    cluster = data.get("cluster")
+    if isinstance(cluster, dict):
+        _print_cluster(cluster)
     errors = [f"{n}: {a['last_error']}" for n, a in sorted(adapters.items()) if a.get("last_error")]
     last = data.get("last_error") or (errors[-1] if errors else None)
     typer.echo(f"Last error: {last or 'none'}")
+
+
+def _print_cluster(cluster: dict[str, Any]) -> None:
+    """Several nodes (PostgreSQL): each node, what it holds, and the database."""
+    typer.echo(f"Cluster: this node {cluster.get('node_id')}; database {cluster.get('database', '?')}")
+    for node in cluster.get("nodes") or []:
+        if not isinstance(node, dict):
+            continue
+        alive = "alive" if node.get("alive") else "silent"
+        roles = ", ".join(node.get("roles") or []) or "no roles"
+        typer.echo(f"  {node.get('node_id')}  {alive} (heartbeat {node.get('heartbeat_age_s')}s ago, "
+                   f"{node.get('host')} pid {node.get('pid')}): {roles}; {node.get('lanes', 0)} chats")
 
 
 def _warn_about_config(home: Path) -> None:

@@ -15,6 +15,7 @@ import signal
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
@@ -45,6 +46,9 @@ from gateway.scheduler.clock import Clock
 from gateway.userdata import userdata_of
 from storage import AutoPruneSettings
 
+if TYPE_CHECKING:
+    from gateway.daemon.clustered import ClusterDuties
+
 log = structlog.get_logger("hermes.runner")
 
 ADAPTER_BACKOFF_MAX = 60.0
@@ -53,7 +57,7 @@ ADAPTER_BACKOFF_MAX = 60.0
 @dataclass
 class AdapterState:
     name: str
-    state: str = "starting"  # starting | connected | restarting | failed | stopped
+    state: str = "starting"  # starting | connected | restarting | failed | stopped | standby (another node's role)
     restarts: int = 0
     last_error: str | None = None
 
@@ -84,6 +88,12 @@ class Gateway:
         self.http_server: HttpServer | None = None
         self.metrics = GatewayMetrics()
         self.notifier = SdNotifier()
+        #: on PostgreSQL: this node's part in the cluster (roles, lanes, the nodes for ``status``)
+        self.cluster: ClusterDuties | None = None
+
+    @property
+    def cluster_view(self) -> dict[str, Any] | None:
+        return self.cluster.view if self.cluster is not None else None
 
     @property
     def services(self) -> Services | None:
@@ -146,11 +156,23 @@ class Gateway:
             runtime.authorizer.warn_if_closed()
             if runtime.services.mcp is not None:
                 await runtime.services.mcp.start()  # in the background: readiness never waits for a server
-            await runtime.handoffs.recover()
+            if self.config.storage_url.backend != "sqlite":
+                from gateway.daemon.clustered import ClusterDuties  # it loads the PostgreSQL driver
+
+                self.cluster = ClusterDuties(
+                    self.config, store, runtime, adapters,  # type: ignore[arg-type]  # a PgStore here
+                    supervise=lambda name: self._supervise(name, adapters[name], runtime.services),
+                    standby=self._standby, sweeper=lambda: self._sweeper(runtime.services, runtime.turns.resets))
+            # what a previous process left cut off; on a cluster only while no other node runs (it
+            # could be that node's work under way)
+            alone = self.cluster is None or not await self.cluster.others_alive()
+            if alone:
+                await runtime.handoffs.recover()
             await _finish_forgets(runtime.services)  # a forget a crash cut off after its commit
-            await runtime.turns.background.recover()  # /bg tasks a crash cut off: their chats are told
-            if runtime.scheduler is not None:  # its runs wait for their platform to connect
-                await runtime.scheduler.start()
+            if alone:
+                await runtime.turns.background.recover()  # /bg tasks a crash cut off: their chats are told
+            if runtime.scheduler is not None and self.cluster is None:  # on a cluster: its role's holder
+                await runtime.scheduler.start()  # its runs wait for their platform to connect
             self.metrics.attach(store, runtime.services.lanes, self.adapter_states, adapters)
             for adapter in adapters.values():
                 adapter.bind(runtime.router.handle)
@@ -165,6 +187,8 @@ class Gateway:
                 await self.runtime.menus.aclose()
             if self.runtime is not None and self.runtime.scheduler is not None:
                 await self.runtime.scheduler.stop()  # a run stopped here is retried once at the next start
+            if self.cluster is not None:
+                await self.cluster.stop()
             if control is not None:
                 await control.stop()
             if http is not None:
@@ -206,10 +230,17 @@ class Gateway:
                 loop.add_signal_handler(sig, self.request_stop)
         try:
             async with anyio.create_task_group() as tg:
+                cluster = self.cluster
                 for name, adapter in adapters.items():
                     self.adapter_states[name] = AdapterState(name)
-                    tg.start_soon(self._supervise, name, adapter, services, name=f"adapter:{name}")
-                tg.start_soon(self._sweeper, services, runtime.turns.resets, name="sweeper")
+                    if cluster is not None and name in cluster.adapter_roles:
+                        self._standby(name)  # connected by the node that holds its role
+                    else:
+                        tg.start_soon(self._supervise, name, adapter, services, name=f"adapter:{name}")
+                if cluster is None:
+                    tg.start_soon(self._sweeper, services, runtime.turns.resets, name="sweeper")
+                else:
+                    await cluster.start()  # its roles start their pollers and loops
                 tg.start_soon(self.notifier.watchdog, name="sd-watchdog")
                 if not self.standalone:  # a terminal chat without the daemon publishes nothing
                     publisher = StatePublisher(self.config.home, self, services.started_at)
@@ -224,6 +255,8 @@ class Gateway:
                 log.info("gateway.stopping", running_turns=services.lanes.running,
                          waiting=services.lanes.total_waiting)
                 self.notifier.stopping(f"draining: {services.lanes.running} turns running")
+                if self.cluster is not None:
+                    self.cluster.stopping = True
                 router.stop_intake()
                 drain = self.config.settings.gateway.drain_timeout
                 # Runs under way end within the same drain as the turns (then are retried at the next start).
@@ -233,6 +266,8 @@ class Gateway:
                 cut = await services.lanes.drain(drain)
                 if cron_stop is not None:
                     await cron_stop
+                if cluster is not None:
+                    await cluster.stop()  # its roles and chats go to the other nodes at once
                 if cut:
                     log.warning("gateway.drain_cut", turns=cut)
                 # A cut turn's command was killed with it; this takes whatever is left (no orphans).
@@ -277,12 +312,16 @@ class Gateway:
                 recovery.cancel()
         state.state = "stopped"
 
+    def _standby(self, name: str) -> None:
+        self.adapter_states[name].state = "standby"
+
     async def _recover_when_ready(self, name: str, adapter: Adapter, services: Services) -> None:
         await adapter.ready.wait()
         self.adapter_states[name].state = "connected"
         minutes = self.config.settings.gateway.delivery_recovery_minutes
         try:
-            await services.delivery.recover(name, minutes * 60)
+            if self.cluster is None:  # on a cluster the ledger's role holder recovers, for every node
+                await services.delivery.recover(name, minutes * 60)
         except Exception:
             log.exception("delivery.recovery_failed", adapter=name)
         try:  # a /restart asked in a chat of this platform: "back", once

@@ -5,7 +5,7 @@ from gateway.routing.approvals import Approvals, PendingApproval, TurnApprover
 from gateway.routing.auth import Authorizer
 from gateway.routing.commands import Command, CommandContext, CommandRegistry, parse_command
 from gateway.routing.delivery import Delivery
-from gateway.routing.lanes import Lanes
+from gateway.routing.lanes import LaneGate, Lanes
 from gateway.routing.metrics import GatewayMetrics
 from gateway.routing.owners import Owners
 from gateway.routing.pairing import Pairing, PairingOutcome
@@ -27,6 +27,7 @@ __all__ = [
     "Delivery",
     "GatewayMetrics",
     "Handoffs",
+    "LaneGate",
     "Lanes",
     "MemoryFlush",
     "Owners",

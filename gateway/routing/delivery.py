@@ -12,8 +12,8 @@ import contextlib
 import dataclasses
 import sqlite3
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -100,6 +100,11 @@ class Delivery:
         #: work (a scheduled run at start-up, a turn while an adapter reconnects), so a recovery
         #: must not send it too; only what an earlier process left is recovered
         self._since = time.time()
+        #: several nodes (PostgreSQL): which of these rows a live node still serves (their chat's
+        #: lane is held); set by the daemon, which then recovers only on the ledger's role holder
+        self.served_elsewhere: Callable[[Any, list[int]], set[int]] | None = None
+        #: several nodes: a row younger than this may still be marked sent by its node
+        self.recovery_grace = 0.0
 
     def recoverable(self, platform: str) -> bool:
         """Whether replies on ``platform`` go through the ledger: they could be re-sent after a crash."""
@@ -293,7 +298,14 @@ class Delivery:
 
         def claim(conn: sqlite3.Connection) -> list[PendingReply]:
             outbound.expire_pending(conn, platform, created_before=cutoff)
-            rows = outbound.pending(conn, platform, created_before=self._since)
+            if self.served_elsewhere is None:
+                rows = outbound.pending(conn, platform, created_before=self._since)
+            else:
+                # Another node's rows pend while it sends them: only rows of chats no live node
+                # serves are left over (their node died), whenever they were written.
+                rows = outbound.pending(conn, platform, created_before=time.time() - self.recovery_grace)
+                served = self.served_elsewhere(conn, [r.id for r in rows])
+                rows = [r for r in rows if r.id not in served]
             # Claimed before sending: a second crash must not send it twice.
             outbound.mark_recovering(conn, [r.id for r in rows])
             return rows

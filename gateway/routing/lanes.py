@@ -13,15 +13,34 @@ import contextlib
 from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
+from adapters.base import InboundMessage
 from gateway.errors import LaneFullError, LanesClosedError
 
 log = structlog.get_logger("hermes.lanes")
 
 Job = Callable[[], Coroutine[Any, Any, None]]
+
+
+class LaneGate(Protocol):
+    """Several nodes (PostgreSQL): a key's jobs run here only while this node serves the key."""
+
+    async def enter(self, key: str) -> None:
+        """Return once this node may run the key's next job (it holds the key's lane)."""
+
+    def idle(self, key: str) -> None:
+        """The key's lane ran dry here: it may be let go."""
+
+    def fence(self, key: str) -> Callable[[Any], bool] | None:
+        """A check, for the transaction that stores a turn's answer, that this node still holds
+        the key's lane under the token it ran the turn with."""
+
+    async def handed_off(self, msg: InboundMessage, key: str) -> bool:
+        """True when another live node serves ``key`` and ``msg`` was written to its inbox (the
+        router is done with it); False: run it here."""
 
 
 @dataclass
@@ -45,6 +64,8 @@ class Lanes:
         self._max_queued = max_queued_per_key
         self._lanes: dict[str, _Lane] = {}
         self._closed = False
+        #: None on one node (SQLite); the daemon sets it on a cluster
+        self.gate: LaneGate | None = None
 
     # ---------------------------------------------------------------- queries
 
@@ -104,6 +125,8 @@ class Lanes:
     async def _work(self, key: str, lane: _Lane) -> None:
         try:
             while lane.queue:
+                if self.gate is not None:
+                    await self.gate.enter(key)  # the job stays queued (visible, dropped by drain) until then
                 # Take a global slot first: until then the job stays visible in
                 # the queue (counted as waiting, dropped cleanly by drain).
                 async with self._sem:
@@ -126,6 +149,8 @@ class Lanes:
             lane.worker = None
             if not lane.queue and self._lanes.get(key) is lane:
                 del self._lanes[key]
+                if self.gate is not None:
+                    self.gate.idle(key)
 
     @staticmethod
     def _worker_cancelled() -> bool:

@@ -241,6 +241,12 @@ class Router:
         return True
 
     async def _enqueue(self, msg: InboundMessage, key: str, job: Job, claim: _Claim) -> Disposition:
+        gate = self.services.lanes.gate
+        if gate is not None and await gate.handed_off(msg, key):
+            # several nodes: the chat's owner runs it, and records it as seen with its turn (its
+            # duplicate check then also catches a copy that reached both nodes); nothing here
+            claim.outcome = "released"
+            return Disposition.ANSWERED
         async def dropped() -> None:  # the gateway stopped before the job ran
             if msg.delivery_key is not None:
                 self.services.dedupe.release(msg.platform, msg.delivery_key)

@@ -201,8 +201,9 @@ class Turns:
                 return OutboundMessage(msg.platform, msg.chat_id, redact(body), msg.thread_id, msg.message_id, kind,
                                        error=error, usage=usage, files=sent)
 
-            outbox = (ReplyOutbox(key, binding.session_id, reply_to_user) if services.delivery.recoverable(msg.platform)
-                      else None)
+            gate = services.lanes.gate
+            outbox = (ReplyOutbox(key, binding.session_id, reply_to_user, fence=gate.fence(key) if gate else None)
+                      if services.delivery.recoverable(msg.platform) else None)
             # Once the answer shows, it says more than "typing…" does.
             stream = self._open_stream(msg, outbox, on_shown=typing.cancel)
             request = TurnRequest(

@@ -76,6 +76,9 @@ class Scheduler:
     async def start(self) -> None:
         """Load the jobs, mark the runs a crash cut off (and queue their one retry), start the task."""
         now = self.clock.now()
+        # started again after a stop (a cluster's scheduler role, taken anew): nothing of before
+        self._heap.clear()
+        self._ready.clear()
         for row in await self._jobs.load():
             self._push(row)
             if row.run_requested:

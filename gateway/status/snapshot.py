@@ -43,6 +43,9 @@ def adapter_readiness(supervised: AdapterStateView, adapter: object | None) -> A
     """One adapter's readiness from the runner's view and the adapter's own, if it has one."""
     if supervised.state == "failed":
         return AdapterReadiness("failed", supervised.last_error or "the adapter gave up")
+    if supervised.state == "standby":
+        # several nodes: another node holds this connection (a role); this node is ready all the same
+        return AdapterReadiness("live", "held by another node")
     if supervised.state == "stopped":
         return AdapterReadiness("failed", "stopped")
     if supervised.state == "restarting":
@@ -99,6 +102,11 @@ def status_snapshot(src: SnapshotSource, *, running: bool = True, started_at: fl
         "adapters": adapters,
         "last_error": last_error(src.adapter_states),
     }
+    # several nodes (PostgreSQL): every node, what it holds, the database's health (the daemon's
+    # cluster view, refreshed at each heartbeat); absent on SQLite
+    cluster = getattr(src, "cluster_view", None)
+    if cluster is not None:
+        body["cluster"] = cluster
     if services is not None:
         w = services.store.writer.stats
         body["turns"] = {"running": services.lanes.running, "waiting": services.lanes.total_waiting}

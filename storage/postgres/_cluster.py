@@ -60,6 +60,7 @@ __all__ = [
     "put_inbox",
     "release",
     "renew_all",
+    "served_ledger_rows",
     "sweep_inbox",
     "sweep_leases",
 ]
@@ -223,6 +224,20 @@ def list_nodes(conn: PgConnection) -> list[NodeRow]:
         )
         for r in rows
     ]
+
+
+def served_ledger_rows(conn: PgConnection, ledger_ids: list[int]) -> set[int]:
+    """Which of these delivery-ledger rows belong to a chat whose lane a live node holds: that
+    node is (or was just) sending them itself, so a recovery elsewhere must leave them alone."""
+    if not ledger_ids:
+        return set()
+    rows = conn.execute(
+        "SELECT o.id FROM gateway_outbound o JOIN cluster_leases l"
+        f"  ON l.kind = 'lane' AND l.name = o.session_key AND l.expires_at > {_NOW}"
+        " WHERE o.id = ANY(%s)",
+        ([int(i) for i in ledger_ids],),
+    ).fetchall()
+    return {int(r[0]) for r in rows}
 
 
 def prune_nodes(conn: PgConnection, *, silent_for: float) -> int:

@@ -1,0 +1,272 @@
+"""The daemon as one node of several over one PostgreSQL database (README, "Running several nodes").
+
+Built only when the store is PostgreSQL; a SQLite daemon has none of this. It runs a
+``ClusterNode`` and does what the node's leases say:
+
+- roles: a long-lived platform connection (Telegram polling, Discord's gateway, Slack Socket
+  Mode) is supervised only while this node holds its role, and disconnected when it loses it;
+  the scheduler, the delivery ledger's recovery and the periodic sweeps likewise. Webhook
+  platforms and the HTTP API run on every node.
+- lanes: a key's jobs run here only while this node holds the key's lane (``LaneGate``); a
+  node that finds another live node serving the key waits until that node lets it go (its lane
+  ran dry) or dies (its lease expires). The lane is let go once it ran dry here.
+- ``view``: the nodes, what each holds, and the database's health, for ``status``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import structlog
+
+from adapters.base import Adapter, ChatType, InboundMessage
+from gateway.cluster import LEDGER, MAINTENANCE, SCHEDULER, ClusterNode, cluster_roles
+from gateway.config import LoadedConfig
+from gateway.daemon.build import Runtime
+from storage.errors import StorageClosedError, StorageUnavailableError
+from storage.postgres import PgStore
+from storage.postgres import cluster as pc
+
+log = structlog.get_logger("hermes.cluster")
+
+_DOWN = (StorageUnavailableError, StorageClosedError, TimeoutError)
+#: how long a role's connection gets to close when the role is lost
+DISCONNECT_GRACE = 10.0
+
+
+class ClusterDuties:
+    """What this node runs because of the leases it holds."""
+
+    def __init__(
+        self,
+        config: LoadedConfig,
+        store: PgStore,
+        runtime: Runtime,
+        adapters: dict[str, Adapter],
+        *,
+        supervise: Callable[[str], Awaitable[None]],
+        standby: Callable[[str], None],
+        sweeper: Callable[[], Awaitable[None]],
+    ) -> None:
+        self._config = config
+        self._runtime = runtime
+        self._adapters = adapters
+        self._supervise = supervise
+        self._standby = standby
+        self._sweeper = sweeper
+        cluster = config.settings.cluster
+        self.node = ClusterNode(store, cluster, roles=cluster_roles(config.settings),
+                                on_acquired=self._acquired, on_lost=self._lost, on_inbox=self._run_inbox)
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self._releasing: dict[str, asyncio.Task[None]] = {}
+        self._view_task: asyncio.Task[None] | None = None
+        self._stopped = False
+        #: the daemon stops taking work: handed messages stay in the inbox for another node
+        self.stopping = False
+        self.view: dict[str, Any] = {"node_id": self.node.node_id, "nodes": [], "database": "unknown"}
+        delivery = runtime.services.delivery
+        delivery.served_elsewhere = pc.served_ledger_rows
+        delivery.recovery_grace = cluster.failover_s
+        runtime.services.lanes.gate = self
+
+    @property
+    def adapter_roles(self) -> frozenset[str]:
+        """The adapters this node runs only while it holds their role."""
+        return frozenset(name for name in self._adapters if name in self.node.roles)
+
+    async def others_alive(self) -> bool:
+        """Whether another node heartbeats now (then what is pending in the database may be its work)."""
+        nodes = await self.node.store.read(pc.list_nodes)
+        return any(n.node_id != self.node.node_id and n.age < self.node.config.failover_s for n in nodes)
+
+    async def start(self) -> None:
+        await self.node.start()
+        self._view_task = asyncio.create_task(self._refresh_view(), name="cluster-view")
+
+    async def stop(self) -> None:
+        """Let every role go (its connection closed, its loop stopped), then leave the cluster."""
+        if self._stopped:
+            return
+        self._stopped = True
+        if self._view_task is not None:
+            self._view_task.cancel()
+            await asyncio.gather(self._view_task, return_exceptions=True)
+        await self.node.stop()  # on_lost for each role held, run before it returns
+        for task in [*self._tasks.values(), *self._releasing.values()]:
+            task.cancel()
+        await asyncio.gather(*self._tasks.values(), *self._releasing.values(), return_exceptions=True)
+
+    # -- roles ------------------------------------------------------------------------------
+
+    async def _acquired(self, role: str) -> None:
+        log.info("cluster.role_acquired", role=role)
+        if role in self.adapter_roles:
+            # the connection, and the recovery of its platform's replies: only a connected node can send them
+            self._spawn(role, asyncio.gather(self._supervise(role), self._recover_ledger((role,))))
+        elif role == SCHEDULER and self._runtime.scheduler is not None:
+            await self._runtime.scheduler.start()
+        elif role == LEDGER:  # the platforms every node connects to (webhooks, the HTTP API)
+            self._spawn(role, self._recover_ledger(tuple(n for n in self._adapters if n not in self.adapter_roles)))
+        elif role == MAINTENANCE:
+            self._spawn(role, self._sweeper())
+
+    async def _lost(self, role: str) -> None:
+        log.warning("cluster.role_lost", role=role)
+        task = self._tasks.pop(role, None)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if role in self.adapter_roles:
+            # another node connects now: this one lets go of the platform (one poller at a time)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._adapters[role].disconnect(), DISCONNECT_GRACE)
+            self._standby(role)
+        elif role == SCHEDULER and self._runtime.scheduler is not None:
+            await self._runtime.scheduler.stop()
+
+    def _spawn(self, role: str, work: Awaitable[object]) -> None:
+        async def run() -> None:
+            await work
+
+        self._tasks[role] = asyncio.create_task(run(), name=f"role:{role}")
+
+    async def _recover_ledger(self, platforms: tuple[str, ...]) -> None:
+        """Send what a node that died left unsent on these platforms, whenever it died: each
+        heartbeat, the rows of chats no live node serves (``Delivery.served_elsewhere``)."""
+        delivery = self._runtime.services.delivery
+        minutes = self._config.settings.gateway.delivery_recovery_minutes
+        while True:
+            for name in platforms:
+                if not self._adapters[name].ready.is_set():
+                    continue  # not connected here (or held by another node): its rows wait
+                try:
+                    sent = await delivery.recover(name, minutes * 60)
+                    if sent:
+                        log.info("cluster.ledger_recovered", adapter=name, sent=sent)
+                except _DOWN:
+                    pass
+                except Exception:
+                    log.exception("delivery.recovery_failed", adapter=name)
+            await asyncio.sleep(self.node.config.heartbeat)
+
+    # -- lanes (the Lanes' gate) ------------------------------------------------------------
+
+    async def enter(self, key: str) -> None:
+        """Wait until this node serves ``key``: a lane another live node holds is waited for."""
+        backoff = 0.05
+        while True:
+            releasing = self._releasing.get(key)
+            if releasing is not None:
+                await asyncio.gather(releasing, return_exceptions=True)
+                continue
+            try:
+                claim = await self.node.claim_lane(key)
+            except _DOWN:
+                # nobody can claim anything, nor store anything: the job runs into its own
+                # storage error (a clear 503 or notice) rather than waiting here unseen
+                return
+            if claim.mine or not claim.owner:
+                return
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    def idle(self, key: str) -> None:
+        if key in self._releasing or self.node.lane_token(key) is None:
+            return
+
+        async def release() -> None:
+            try:
+                await self.node.release_lane(key)
+            finally:
+                self._releasing.pop(key, None)
+
+        self._releasing[key] = asyncio.create_task(release(), name=f"lane-release:{key}")
+
+    def fence(self, key: str) -> Callable[[Any], bool] | None:
+        token = self.node.lane_token(key)
+        if token is None:
+            return None
+        return partial(pc.hold_lease, kind="lane", name=key, node_id=self.node.node_id, token=token)
+
+    async def handed_off(self, msg: InboundMessage, key: str) -> bool:
+        """A message for a chat another live node serves goes to that node's inbox. Only what
+        nobody waits for here (a webhook's update): an HTTP API caller waits on this node, which
+        then waits for the chat (``enter``); a message with files stays here too (its files were
+        fetched by this node)."""
+        if msg.awaits_answer or msg.attachments or self.node.lane_token(key) is not None:
+            return False
+        try:
+            claim = await self.node.claim_lane(key)
+            if claim.mine or not claim.owner:
+                return False
+            await self.node.store.write(self.node.hand_off(key, to_payload(msg), claim.owner))
+        except _DOWN:
+            return False  # it runs here, into its own storage error
+        log.info("cluster.handed_off", session_key=key, owner=claim.owner)
+        return True
+
+    async def _run_inbox(self, key: str) -> None:
+        """What other nodes handed to this chat's lane, in order, into the lane here. Each row is
+        done once the lane took it: a crash after that loses it (as a crash loses a turn under
+        way), never runs it twice."""
+        if self._stopped or self.stopping:
+            return  # left in the inbox: the node that takes the chat over runs them
+        token = self.node.lane_token(key)
+        router = self._runtime.router
+        for row in await self.node.take_inbox(key):
+            with structlog.contextvars.bound_contextvars(session_key=key, handed_from=row.from_node):
+                try:
+                    msg = from_payload(row.payload)
+                except (ValueError, TypeError, KeyError):
+                    log.error("cluster.inbox_row_unreadable", inbox_id=row.id)
+                else:
+                    await router.handle(msg)
+                if token is not None:
+                    await self.node.store.write(partial(pc.finish_inbox, inbox_id=row.id,
+                                                        node_id=self.node.node_id, token=token))
+
+    # -- status -----------------------------------------------------------------------------
+
+    async def _refresh_view(self) -> None:
+        while True:
+            try:
+                nodes = await self.node.store.read(pc.list_nodes)
+                ttl = self.node.config.failover_s
+                self.view = {
+                    "node_id": self.node.node_id,
+                    "this_node": self.node.snapshot(),
+                    "database": "up",
+                    "nodes": [
+                        {"node_id": n.node_id, "host": n.host, "pid": n.pid, "alive": n.age < ttl,
+                         "heartbeat_age_s": round(n.age, 1), "roles": list(n.roles),
+                         "lanes": n.holds.get("lanes", 0)}
+                        for n in nodes
+                    ],
+                }
+            except _DOWN as exc:
+                self.view = {**self.view, "this_node": self.node.snapshot(),
+                             "database": f"away: {type(exc).__name__}"}
+            except Exception:
+                log.exception("cluster.view_failed")
+            await asyncio.sleep(self.node.config.heartbeat)
+
+
+
+_FIELDS = ("platform", "chat_id", "user_id", "text", "message_id", "thread_id", "user_name", "chat_name",
+           "timestamp", "reply_to", "dedupe_id", "redeliverable", "pre_authorized", "addressed")
+
+
+def to_payload(msg: InboundMessage) -> str:
+    return json.dumps({"chat_type": str(msg.chat_type), **{name: getattr(msg, name) for name in _FIELDS}})
+
+
+def from_payload(payload: str) -> InboundMessage:
+    """The handed message as the owner runs it, with its delivery key: the owner's duplicate check
+    decides (a copy of it may have reached the owner too), and records it with the turn."""
+    data = json.loads(payload)
+    return InboundMessage(chat_type=ChatType(data.pop("chat_type")), **{name: data[name] for name in _FIELDS})
