@@ -20,38 +20,14 @@ from typing import Any
 
 from psycopg import errors as pg_errors
 
+from .._messages import BILLING_FIELDS, USAGE_FIELDS, json_or_none
+from .._messages import message_columns as message_columns
 from .._model import PruneResult
 from .._text import clean_title, split_lineage_title
 from ..errors import SessionNotFoundError, TitleConflictError
-from ..sqlite import ops as _sqlite_ops
 from ._attachments import delete_for_sessions, delete_rows, for_messages
 from ._conn import PgConnection
 from ._prune import prune_plan
-
-_USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "api_call_count",
-)
-_BILLING_FIELDS = (
-    "billing_provider",
-    "billing_base_url",
-    "billing_mode",
-    "cost_status",
-    "cost_source",
-    "pricing_version",
-)
-
-
-def _json_or_none(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _n_tool_calls(text: str | None) -> int:
@@ -87,7 +63,7 @@ def create_session(
             source,
             user_id,
             model,
-            _json_or_none(model_config),
+            json_or_none(model_config),
             system_prompt,
             parent_session_id,
             time.time() if started_at is None else float(started_at),
@@ -133,7 +109,7 @@ def update_session_model(
     _require_session(conn, session_id)
     conn.execute(
         "UPDATE sessions SET model = %s, model_config = COALESCE(%s::text, model_config) WHERE id = %s",
-        (model, _json_or_none(model_config), session_id),
+        (model, json_or_none(model_config), session_id),
     )
 
 
@@ -176,16 +152,16 @@ def append_message(
             role,
             _no_nul(content),
             _no_nul(tool_call_id),
-            _json_or_none(tool_calls),
+            json_or_none(tool_calls),
             _no_nul(tool_name),
             time.time() if timestamp is None else float(timestamp),
             token_count,
             _no_nul(finish_reason),
             _no_nul(reasoning),
             _no_nul(reasoning_content),
-            _json_or_none(reasoning_details),
-            _json_or_none(codex_reasoning_items),
-            _json_or_none(codex_message_items),
+            json_or_none(reasoning_details),
+            json_or_none(codex_reasoning_items),
+            json_or_none(codex_message_items),
         ),
     ).fetchone()
     assert row is not None
@@ -198,17 +174,12 @@ def _no_nul(text: str | None) -> str | None:
     return text.replace("\x00", "\ufffd") if text is not None and "\x00" in text else text
 
 
-def message_columns(message: Mapping[str, Any]) -> dict[str, Any]:
-    """Map an OpenAI-format message dict onto append_message's keywords (no SQL: SQLite's own)."""
-    return _sqlite_ops.message_columns(message)
-
-
 def record_usage(conn: PgConnection, session_id: str, **usage: Any) -> None:
     """Add token counts and api calls; set billing fields; add costs."""
     _require_session(conn, session_id)
     sets: list[str] = []
     params: list[Any] = []
-    for key in _USAGE_FIELDS:
+    for key in USAGE_FIELDS:
         if usage.get(key):
             sets.append(f"{key} = COALESCE({key}, 0) + %s")
             params.append(int(usage[key]))
@@ -216,11 +187,11 @@ def record_usage(conn: PgConnection, session_id: str, **usage: Any) -> None:
         if usage.get(key) is not None:
             sets.append(f"{key} = COALESCE({key}, 0) + %s")
             params.append(float(usage[key]))
-    for key in _BILLING_FIELDS:
+    for key in BILLING_FIELDS:
         if usage.get(key) is not None:
             sets.append(f"{key} = %s")
             params.append(str(usage[key]))
-    unknown = set(usage) - set(_USAGE_FIELDS) - set(_BILLING_FIELDS) - {"estimated_cost_usd", "actual_cost_usd"}
+    unknown = set(usage) - set(USAGE_FIELDS) - set(BILLING_FIELDS) - {"estimated_cost_usd", "actual_cost_usd"}
     if unknown:
         raise ValueError(f"unknown usage fields: {sorted(unknown)}")
     if sets:

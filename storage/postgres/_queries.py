@@ -13,6 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .._messages import JSON_FIELDS
+from .._messages import decode_json as _decode
+from .._messages import to_conversation_message as to_conversation_message
 from .._model import ChatOwner
 from .._text import split_lineage_title
 from ..errors import AmbiguousSessionError, SessionNotFoundError
@@ -23,7 +26,6 @@ from ._queries_more import C as _C
 from ._queries_more import ascii_lower as _ascii_lower
 from ._queries_more import ascii_lower_sql as _ascii_lower_sql
 from ._queries_more import attachments_of as _attachments_of
-from ._queries_more import decode as _decode
 from ._queries_more import escape_like as _escape_like
 from ._queries_more import owned_params as _owned_params
 
@@ -37,7 +39,6 @@ from ._queries_more import superseded_ids as _superseded_ids
 _MESSAGE_COLUMNS = ("id, session_id, role, content, tool_call_id, tool_calls, tool_name, timestamp, token_count, "
                    "finish_reason, reasoning, reasoning_content, reasoning_details, codex_reasoning_items, "
                    "codex_message_items")
-_JSON_FIELDS = ("tool_calls", "reasoning_details", "codex_reasoning_items", "codex_message_items")
 _CONVERSATION_ROLES = ("user", "assistant", "tool")
 
 
@@ -286,27 +287,10 @@ def get_messages(conn: PgConnection, session_id: str) -> list[dict[str, Any]]:
     out = []
     for row in rows:
         d = _row_dict(row)
-        for key in _JSON_FIELDS:
+        for key in JSON_FIELDS:
             d[key] = _decode(d[key])
         out.append(d)
     return out
-
-
-def to_conversation_message(row: dict[str, Any]) -> dict[str, Any]:
-    # The SQLite backend's, word for word: a pure function each backend offers under its name.
-    msg: dict[str, Any] = {"role": row["role"], "content": row["content"]}
-    if row.get("tool_call_id"):
-        msg["tool_call_id"] = row["tool_call_id"]
-    if row["role"] == "tool" and row.get("tool_name"):
-        msg["name"] = row["tool_name"]
-    if row.get("tool_calls"):
-        msg["tool_calls"] = row["tool_calls"]
-    if row["role"] == "assistant":
-        for key in ("finish_reason", "reasoning", "reasoning_content", "reasoning_details",
-                    "codex_reasoning_items", "codex_message_items"):
-            if row.get(key) is not None:
-                msg[key] = row[key]
-    return msg
 
 
 def get_messages_as_conversation(conn: PgConnection, session_id: str) -> list[dict[str, Any]]:

@@ -8,7 +8,6 @@ They are written here rather than imported from those families' PostgreSQL modul
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any
 
@@ -44,15 +43,6 @@ def ascii_lower_sql(expr: str) -> str:
 
 def row_dict(row: Row) -> dict[str, Any]:
     return {key: row[key] for key in row.keys()}
-
-
-def decode(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
 
 
 # ---------------------------------------------------------------- other families' tables

@@ -7,42 +7,18 @@ write directly (holding the writer lock) when no daemon runs.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import time
 from collections.abc import Mapping
 from typing import Any
 
+from .._messages import BILLING_FIELDS, USAGE_FIELDS, json_or_none
+from .._messages import message_columns as message_columns
 from .._model import PruneResult
 from .._text import clean_title, split_lineage_title
 from ..errors import SessionNotFoundError, TitleConflictError
 from ._attachments import delete_for_sessions, delete_rows, for_messages
 from ._prune import prune_plan
-
-_USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "reasoning_tokens",
-    "api_call_count",
-)
-_BILLING_FIELDS = (
-    "billing_provider",
-    "billing_base_url",
-    "billing_mode",
-    "cost_status",
-    "cost_source",
-    "pricing_version",
-)
-
-
-def _json_or_none(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def create_session(
@@ -66,7 +42,7 @@ def create_session(
             source,
             user_id,
             model,
-            _json_or_none(model_config),
+            json_or_none(model_config),
             system_prompt,
             parent_session_id,
             time.time() if started_at is None else started_at,
@@ -106,7 +82,7 @@ def update_session_model(
     _require_session(conn, session_id)
     conn.execute(
         "UPDATE sessions SET model = ?, model_config = COALESCE(?, model_config) WHERE id = ?",
-        (model, _json_or_none(model_config), session_id),
+        (model, json_or_none(model_config), session_id),
     )
 
 
@@ -135,16 +111,16 @@ def append_message(
         role,
         content,
         tool_call_id,
-        _json_or_none(tool_calls),
+        json_or_none(tool_calls),
         tool_name,
         time.time() if timestamp is None else timestamp,
         token_count,
         finish_reason,
         reasoning,
         reasoning_content,
-        _json_or_none(reasoning_details),
-        _json_or_none(codex_reasoning_items),
-        _json_or_none(codex_message_items),
+        json_or_none(reasoning_details),
+        json_or_none(codex_reasoning_items),
+        json_or_none(codex_message_items),
     )
     try:
         cur = conn.execute(
@@ -169,37 +145,12 @@ def append_message(
     return rowid
 
 
-def message_columns(message: Mapping[str, Any]) -> dict[str, Any]:
-    """Map an OpenAI-format message dict onto append_message's keywords."""
-    cols: dict[str, Any] = {"role": message["role"], "content": message.get("content")}
-    if not isinstance(cols["content"], str | None):
-        cols["content"] = _json_or_none(cols["content"])  # multimodal parts
-    for key in (
-        "tool_call_id",
-        "tool_calls",
-        "token_count",
-        "finish_reason",
-        "reasoning",
-        "reasoning_content",
-        "reasoning_details",
-        "codex_reasoning_items",
-        "codex_message_items",
-        "timestamp",
-    ):
-        if message.get(key) is not None:
-            cols[key] = message[key]
-    name = message.get("tool_name") or (message.get("name") if message["role"] == "tool" else None)
-    if name is not None:
-        cols["tool_name"] = name
-    return cols
-
-
 def record_usage(conn: sqlite3.Connection, session_id: str, **usage: Any) -> None:
     """Add token counts and api calls; set billing fields; add costs."""
     _require_session(conn, session_id)
     sets: list[str] = []
     params: list[Any] = []
-    for key in _USAGE_FIELDS:
+    for key in USAGE_FIELDS:
         if usage.get(key):
             sets.append(f"{key} = COALESCE({key}, 0) + ?")
             params.append(int(usage[key]))
@@ -207,11 +158,11 @@ def record_usage(conn: sqlite3.Connection, session_id: str, **usage: Any) -> Non
         if usage.get(key) is not None:
             sets.append(f"{key} = COALESCE({key}, 0) + ?")
             params.append(float(usage[key]))
-    for key in _BILLING_FIELDS:
+    for key in BILLING_FIELDS:
         if usage.get(key) is not None:
             sets.append(f"{key} = ?")
             params.append(str(usage[key]))
-    unknown = set(usage) - set(_USAGE_FIELDS) - set(_BILLING_FIELDS) - {"estimated_cost_usd", "actual_cost_usd"}
+    unknown = set(usage) - set(USAGE_FIELDS) - set(BILLING_FIELDS) - {"estimated_cost_usd", "actual_cost_usd"}
     if unknown:
         raise ValueError(f"unknown usage fields: {sorted(unknown)}")
     if sets:

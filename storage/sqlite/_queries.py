@@ -5,13 +5,14 @@ Full-text search is in ``_search``.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .._messages import JSON_FIELDS, decode_json
+from .._messages import to_conversation_message as to_conversation_message
 from .._model import ChatOwner
 from .._text import split_lineage_title
 from ..errors import AmbiguousSessionError, SessionNotFoundError
@@ -25,17 +26,7 @@ from ._prune import prune_plan as prune_plan
 from ._rows import escape_like as _escape_like
 from ._rows import row_dict as _row_dict
 
-_JSON_FIELDS = ("tool_calls", "reasoning_details", "codex_reasoning_items", "codex_message_items")
 _CONVERSATION_ROLES = ("user", "assistant", "tool")
-
-
-def _decode(value: Any) -> Any:
-    if not isinstance(value, str):
-        return value
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
 
 
 @contextmanager
@@ -238,26 +229,10 @@ def get_messages(conn: sqlite3.Connection, session_id: str) -> list[dict[str, An
     out = []
     for row in rows:
         d = _row_dict(row)
-        for key in _JSON_FIELDS:
-            d[key] = _decode(d[key])
+        for key in JSON_FIELDS:
+            d[key] = decode_json(d[key])
         out.append(d)
     return out
-
-
-def to_conversation_message(row: dict[str, Any]) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": row["role"], "content": row["content"]}
-    if row.get("tool_call_id"):
-        msg["tool_call_id"] = row["tool_call_id"]
-    if row["role"] == "tool" and row.get("tool_name"):
-        msg["name"] = row["tool_name"]
-    if row.get("tool_calls"):
-        msg["tool_calls"] = row["tool_calls"]
-    if row["role"] == "assistant":
-        for key in ("finish_reason", "reasoning", "reasoning_content", "reasoning_details",
-                    "codex_reasoning_items", "codex_message_items"):
-            if row.get(key) is not None:
-                msg[key] = row[key]
-    return msg
 
 
 def get_messages_as_conversation(conn: sqlite3.Connection, session_id: str) -> list[dict[str, Any]]:
