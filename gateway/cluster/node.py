@@ -94,6 +94,8 @@ class ClusterNode:
         self._roles: dict[str, _Held] = {}
         self._lanes: dict[str, _Held] = {}
         self._events: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        #: keys told to on_inbox, with how many of those calls have not ended yet
+        self._inbox_due: dict[str, int] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._ticks = 0
@@ -150,6 +152,11 @@ class ClusterNode:
         if held is not None:
             with contextlib.suppress(*_DOWN):
                 await self.store.write(partial(pc.release, kind="lane", name=key, node_id=self.node_id, token=held.token))
+
+    def inbox_due(self, key: str) -> bool:
+        """Whether ``on_inbox`` was told of rows waiting for ``key`` and has not finished with
+        them: a message that came here directly must not run before them."""
+        return key in self._inbox_due
 
     def hand_off(self, key: str, payload: str, owner: str) -> Callable[[PgConnection], int]:
         """The inbox write for a message ``owner`` serves, to compose into the caller's
@@ -337,6 +344,8 @@ class ClusterNode:
 
     def _emit(self, kind: str, name: str) -> None:
         if self._on[kind] is not None:
+            if kind == "inbox":
+                self._inbox_due[name] = self._inbox_due.get(name, 0) + 1
             self._events.put_nowait((kind, name))
 
     async def _dispatch(self) -> None:
@@ -351,6 +360,8 @@ class ClusterNode:
             except Exception:
                 self.log.exception("cluster.callback_failed", event=kind, name=name)
             finally:
+                if kind == "inbox" and (left := self._inbox_due.pop(name, 1) - 1) > 0:
+                    self._inbox_due[name] = left
                 self._events.task_done()
 
 

@@ -19,6 +19,8 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -34,9 +36,20 @@ from storage.postgres import cluster as pc
 
 log = structlog.get_logger("hermes.cluster")
 
+#: the inbox row being run (``handed_off`` lets it through: it is in its turn already)
+_RUNNING: ContextVar[InboundMessage | None] = ContextVar("hermes_inbox_running", default=None)
+
 _DOWN = (StorageUnavailableError, StorageClosedError, TimeoutError)
 #: how long a role's connection gets to close when the role is lost
 DISCONNECT_GRACE = 10.0
+
+
+@dataclass
+class _InboxTurn:
+    """One run of a chat's inbox at a time (the dispatcher's, or a direct message's before it)."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    users: int = 0
 
 
 class ClusterDuties:
@@ -64,6 +77,7 @@ class ClusterDuties:
                                 on_acquired=self._acquired, on_lost=self._lost, on_inbox=self._run_inbox)
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._releasing: dict[str, asyncio.Task[None]] = {}
+        self._inbox_turns: dict[str, _InboxTurn] = {}
         self._view_task: asyncio.Task[None] | None = None
         self._stopped = False
         #: the daemon stops taking work: handed messages stay in the inbox for another node
@@ -197,38 +211,59 @@ class ClusterDuties:
         """A message for a chat another live node serves goes to that node's inbox. Only what
         nobody waits for here (a webhook's update): an HTTP API caller waits on this node, which
         then waits for the chat (``enter``); a message with files stays here too (its files were
-        fetched by this node)."""
-        if msg.awaits_answer or msg.attachments or self.node.lane_token(key) is not None:
-            return False
-        try:
-            claim = await self.node.claim_lane(key)
-            if claim.mine or not claim.owner:
-                return False
-            await self.node.store.write(self.node.hand_off(key, to_payload(msg), claim.owner))
-        except _DOWN:
-            return False  # it runs here, into its own storage error
-        log.info("cluster.handed_off", session_key=key, owner=claim.owner)
-        return True
+        fetched by this node). A message this node runs joins its lane only after what waited in
+        the chat's inbox (handed here while another node served the chat, which then died): the
+        chat's order holds across a failover."""
+        if _RUNNING.get() is msg or msg.awaits_answer or msg.attachments:
+            return False  # a row of the inbox itself (run here in its turn), or one that waits here
+        pending = False
+        if self.node.lane_token(key) is None:
+            try:
+                claim = await self.node.claim_lane(key)
+                if claim.owner and not claim.mine:
+                    await self.node.store.write(self.node.hand_off(key, to_payload(msg), claim.owner))
+                    log.info("cluster.handed_off", session_key=key, owner=claim.owner)
+                    return True
+            except _DOWN:
+                return False  # it runs here, into its own storage error
+            pending = claim.pending
+        if pending or self.node.inbox_due(key):
+            with contextlib.suppress(*_DOWN):
+                await self._run_inbox(key)
+        return False
 
     async def _run_inbox(self, key: str) -> None:
         """What other nodes handed to this chat's lane, in order, into the lane here. Each row is
         done once the lane took it: a crash after that loses it (as a crash loses a turn under
-        way), never runs it twice."""
+        way), never runs it twice. One run per chat at a time: a message that came directly
+        waits here until the rows ahead of it are in the lane."""
         if self._stopped or self.stopping:
             return  # left in the inbox: the node that takes the chat over runs them
-        token = self.node.lane_token(key)
-        router = self._runtime.router
-        for row in await self.node.take_inbox(key):
-            with structlog.contextvars.bound_contextvars(session_key=key, handed_from=row.from_node):
-                try:
-                    msg = from_payload(row.payload)
-                except (ValueError, TypeError, KeyError):
-                    log.error("cluster.inbox_row_unreadable", inbox_id=row.id)
-                else:
-                    await router.handle(msg)
-                if token is not None:
-                    await self.node.store.write(partial(pc.finish_inbox, inbox_id=row.id,
-                                                        node_id=self.node.node_id, token=token))
+        turn = self._inbox_turns.setdefault(key, _InboxTurn())
+        turn.users += 1
+        try:
+            async with turn.lock:
+                token = self.node.lane_token(key)
+                router = self._runtime.router
+                for row in await self.node.take_inbox(key):
+                    with structlog.contextvars.bound_contextvars(session_key=key, handed_from=row.from_node):
+                        try:
+                            msg = from_payload(row.payload)
+                        except (ValueError, TypeError, KeyError):
+                            log.error("cluster.inbox_row_unreadable", inbox_id=row.id)
+                        else:
+                            running = _RUNNING.set(msg)
+                            try:
+                                await router.handle(msg)
+                            finally:
+                                _RUNNING.reset(running)
+                        if token is not None:
+                            await self.node.store.write(partial(pc.finish_inbox, inbox_id=row.id,
+                                                                node_id=self.node.node_id, token=token))
+        finally:
+            turn.users -= 1
+            if not turn.users:
+                del self._inbox_turns[key]
 
     # -- status -----------------------------------------------------------------------------
 
