@@ -32,6 +32,11 @@ class ChatBusyError(LaneError):
     """The chat takes no message right now (its session is being handed off)."""
 
 
+class LaneLostError(ChatBusyError):
+    """Several nodes: this node no longer serves the chat (its lease lapsed during the turn); the
+    turn's transaction rolls back and the chat's new owner answers the message."""
+
+
 class BadInputError(GatewayError):
     """A message the gateway cannot take as it is (no text, text that is not valid Unicode)."""
 

@@ -55,6 +55,7 @@ are defined here. This module exports them all::
     ├── LaneError
     │   ├── LaneFullError               too many messages wait in one chat
     │   ├── ChatBusyError               the chat takes no message right now (a handoff moves it)
+    │   │   └── LaneLostError             another node serves the chat now (several nodes)
     │   └── LanesClosedError            the gateway is stopping
     ├── BadInputError                 a message that cannot be taken as it is (empty, bad text)
     │   └── InputTooLongError           longer than a message may be
@@ -128,6 +129,7 @@ from gateway._error_classes import (
     JobError,
     LaneError,
     LaneFullError,
+    LaneLostError,
     LanesClosedError,
     RequestError,
     UnitPathError,
@@ -297,6 +299,7 @@ __all__ = [
     "JobError",
     "LaneError",
     "LaneFullError",
+    "LaneLostError",
     "LanesClosedError",
     "MalformedUpdateError",
     "MediaError",

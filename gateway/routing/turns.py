@@ -28,6 +28,7 @@ from core.tools.send_file import file_roots
 from gateway.errors import (
     DuplicateRequestError,
     GatewayError,
+    LaneLostError,
     LanesClosedError,
     ModelNotConfiguredError,
     describe,
@@ -37,7 +38,7 @@ from gateway.media import TakenMedia, TurnFiles, attach_linked_images, note_file
 from gateway.routing.approvals import TurnApprover
 from gateway.routing.background import BackgroundTurns
 from gateway.routing.models import revert_rejected, turn_model
-from gateway.routing.outbox import ReplyOutbox
+from gateway.routing.outbox import ReplyOutbox, fenced
 from gateway.routing.reasoning import show_reasoning
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
@@ -202,7 +203,8 @@ class Turns:
                                        error=error, usage=usage, files=sent)
 
             gate = services.lanes.gate
-            outbox = (ReplyOutbox(key, binding.session_id, reply_to_user, fence=gate.fence(key) if gate else None)
+            fence = gate.fence(key) if gate is not None else None
+            outbox = (ReplyOutbox(key, binding.session_id, reply_to_user)
                       if services.delivery.recoverable(msg.platform) else None)
             # Once the answer shows, it says more than "typing…" does.
             stream = self._open_stream(msg, outbox, on_shown=typing.cancel)
@@ -216,8 +218,9 @@ class Turns:
                 user_name=msg.user_name,
                 shared_session=is_shared_session(msg, services.key_settings),
                 # "seen" commits with the question: a message cut off before it was stored is taken again
-                on_question=services.dedupe.question_op(msg.platform, msg.delivery_key, user_id=msg.user_id),
-                on_answer=self._answer_ops(msg, outbox, reply_to_user),
+                on_question=fenced(fence, services.dedupe.question_op(msg.platform, msg.delivery_key,
+                                                                      user_id=msg.user_id)),
+                on_answer=fenced(fence, self._answer_ops(msg, outbox, reply_to_user)),
                 question_stored=resume is not None or again is not None,
                 listener=stream,
                 parts=taken.parts if taken is not None else (),
@@ -254,6 +257,11 @@ class Turns:
                 if stream is not None:  # what was written stays visible, marked (the agent stored it)
                     await asyncio.shield(self._end_stopped(stream, reply_to_user))
                 raise
+            except LaneLostError:
+                log.warning("router.lane_lost")  # nothing of the turn was stored; the new owner answers
+                if stream is not None:
+                    await stream.close()
+                return False
             except Exception as exc:
                 if isinstance(exc, ModelNotConfiguredError):
                     pass  # said once at start-up; each reply says it again

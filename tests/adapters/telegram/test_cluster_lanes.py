@@ -177,9 +177,11 @@ async def test_a_node_paused_past_its_lease_cannot_store_its_answer_beside_the_n
         hold.release.set()
 
         log = tmp_path / owner / "daemon.log"
-        # the paused node's answer was refused by the lane's fence (its transaction rolled back)
-        await until(lambda: '"error_type": "ChatBusyError"' in log.read_text(), "the paused node's turn to end")
+        # the paused node's answer was refused by the lane's fence (its transaction rolled back),
+        # and that node says nothing to the chat: the new owner answered
+        await until(lambda: "router.lane_lost" in log.read_text(), "the paused node's turn to end")
     stored_ = [(role, content) for _, role, content in await stored(pg_url)]
     assert ("assistant", "echo: first") not in stored_, stored_
     assert stored_[-1] == ("assistant", "echo: second")
     assert "first" not in [t for c, t in delivered(fake) if c == uid]
+    assert [m for m in fake.sent if int(m["chat_id"]) == uid and "echo: second" not in str(m.get("text"))] == []
