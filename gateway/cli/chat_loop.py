@@ -20,12 +20,8 @@ from typing import Any, TextIO
 from gateway.cli.chat_output import ReplyPrinter
 from gateway.cli.stdin_lines import StdinLines
 from gateway.control.client import ChatConnection, ControlError
+from gateway.handoff.marker import HANDOFF_DONE_PREFIX
 from storage.errors import GatewayError
-
-try:
-    from gateway.handoff.runner import HANDOFF_DONE_PREFIX
-except ImportError:  # pragma: no cover - the handoff module ships with the same release
-    HANDOFF_DONE_PREFIX = "Handoff complete"
 
 __all__ = ["ChatSignals", "run_chat"]
 

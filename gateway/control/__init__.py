@@ -1,7 +1,24 @@
 """The local control socket (``$HERMES_HOME/gateway.sock``): the daemon's server, and the client
-the command line and the terminal chat use."""
+the command line and the terminal chat use.
+
+The server's names load on first use: a command-line call needs only the client, and the
+server would bring every platform's library with it (a second of start-up per command)."""
+
+from typing import TYPE_CHECKING, Any
 
 from gateway.control.client import ChatConnection, call, call_sync, socket_path
-from gateway.control.server import ControlServer, GatewayView, gateway_status
+
+if TYPE_CHECKING:
+    from gateway.control.server import ControlServer, GatewayView, gateway_status
 
 __all__ = ["ChatConnection", "ControlServer", "GatewayView", "call", "call_sync", "gateway_status", "socket_path"]
+
+_SERVER = frozenset({"ControlServer", "GatewayView", "gateway_status"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SERVER:
+        from gateway.control import server
+
+        return getattr(server, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -38,6 +38,7 @@ from adapters.base import ChatType, InboundMessage, OutboundMessage, SendKind
 from gateway.errors import HandoffRefusedError
 from gateway.handoff import store as rows
 from gateway.handoff.job import Job, Progress, TurnRunner, synthetic_prompt
+from gateway.handoff.marker import HANDOFF_DONE_PREFIX
 from gateway.logs import redact
 from gateway.routing.home_channels import HomeChannel
 from gateway.routing.services import Services
@@ -49,7 +50,6 @@ __all__ = ["HANDOFF_DONE_PREFIX", "HandoffRefusedError", "HandoffRunner", "TurnR
 
 log = structlog.get_logger("hermes.handoff")
 
-HANDOFF_DONE_PREFIX = "Handoff complete"
 #: at stop, how long running handoffs get to fail on their own (the lanes were
 #: drained, so their summary turns are already stopped) before they are cancelled
 STOP_GRACE = 5.0

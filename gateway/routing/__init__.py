@@ -1,20 +1,26 @@
 """The path of one message after its adapter: authorization, dedupe, the session key, commands,
-the chat's lane, the turn and the delivery of its reply (see ARCHITECTURE.md)."""
+the chat's lane, the turn and the delivery of its reply (see ARCHITECTURE.md).
 
-from gateway.routing.approvals import Approvals, PendingApproval, TurnApprover
-from gateway.routing.auth import Authorizer
-from gateway.routing.commands import Command, CommandContext, CommandRegistry, parse_command
-from gateway.routing.delivery import Delivery
-from gateway.routing.lanes import LaneGate, Lanes
-from gateway.routing.metrics import GatewayMetrics
-from gateway.routing.owners import Owners
-from gateway.routing.pairing import Pairing, PairingOutcome
-from gateway.routing.resets import MemoryFlush, Resets
-from gateway.routing.router import Router
-from gateway.routing.services import Compressor, Handoffs, Services
-from gateway.routing.session_index import SessionIndex
-from gateway.routing.session_key import SessionKeySettings, build_session_key
-from gateway.routing.turns import AgentMaker, Turns
+Its names load on first use (PEP 562): a module that needs one part (the terminal chat, a\ncommand-line call) does not load the router and, through it, the agent.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gateway.routing.approvals import Approvals, PendingApproval, TurnApprover
+    from gateway.routing.auth import Authorizer
+    from gateway.routing.commands import Command, CommandContext, CommandRegistry, parse_command
+    from gateway.routing.delivery import Delivery
+    from gateway.routing.lanes import LaneGate, Lanes
+    from gateway.routing.metrics import GatewayMetrics
+    from gateway.routing.owners import Owners
+    from gateway.routing.pairing import Pairing, PairingOutcome
+    from gateway.routing.resets import MemoryFlush, Resets
+    from gateway.routing.router import Router
+    from gateway.routing.services import Compressor, Handoffs, Services
+    from gateway.routing.session_index import SessionIndex
+    from gateway.routing.session_key import SessionKeySettings, build_session_key
+    from gateway.routing.turns import AgentMaker, Turns
 
 __all__ = [
     "AgentMaker",
@@ -44,3 +50,43 @@ __all__ = [
     "build_session_key",
     "parse_command",
 ]
+
+_WHERE = {
+    "AgentMaker": "gateway.routing.turns",
+    "Approvals": "gateway.routing.approvals",
+    "Authorizer": "gateway.routing.auth",
+    "Command": "gateway.routing.commands",
+    "CommandContext": "gateway.routing.commands",
+    "CommandRegistry": "gateway.routing.commands",
+    "Compressor": "gateway.routing.services",
+    "Delivery": "gateway.routing.delivery",
+    "GatewayMetrics": "gateway.routing.metrics",
+    "Handoffs": "gateway.routing.services",
+    "LaneGate": "gateway.routing.lanes",
+    "Lanes": "gateway.routing.lanes",
+    "MemoryFlush": "gateway.routing.resets",
+    "Owners": "gateway.routing.owners",
+    "Pairing": "gateway.routing.pairing",
+    "PairingOutcome": "gateway.routing.pairing",
+    "PendingApproval": "gateway.routing.approvals",
+    "Resets": "gateway.routing.resets",
+    "Router": "gateway.routing.router",
+    "Services": "gateway.routing.services",
+    "SessionIndex": "gateway.routing.session_index",
+    "SessionKeySettings": "gateway.routing.session_key",
+    "TurnApprover": "gateway.routing.approvals",
+    "Turns": "gateway.routing.turns",
+    "build_session_key": "gateway.routing.session_key",
+    "parse_command": "gateway.routing.commands",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # once: later lookups find it without this function
+    return value

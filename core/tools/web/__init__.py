@@ -5,12 +5,17 @@
 guard: which addresses may be connected to), ``_http`` (one guarded GET with its redirects and
 caps), ``_content`` (HTML, text or something else), ``_plain`` and ``_render`` (a body made
 readable), ``_fetch_tool`` and ``_search`` (the two tools), ``_toolset``.
+
+Its names load on first use (PEP 562): the error tree needs UrlRefusedError only, not the\nHTTP client the tools bring.
 """
 
-from ._fetch_tool import HEADER_ROOM
-from ._guard import UrlRefusedError, address_refusal
-from ._settings import Address, WebSettings
-from ._toolset import web_search_unavailable_reason, web_tools
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._fetch_tool import HEADER_ROOM
+    from ._guard import UrlRefusedError, address_refusal
+    from ._settings import Address, WebSettings
+    from ._toolset import web_search_unavailable_reason, web_tools
 
 __all__ = [
     "HEADER_ROOM",
@@ -21,3 +26,24 @@ __all__ = [
     "web_search_unavailable_reason",
     "web_tools",
 ]
+
+_WHERE = {
+    "Address": "core.tools.web._settings",
+    "HEADER_ROOM": "core.tools.web._fetch_tool",
+    "UrlRefusedError": "core.tools.web._guard",
+    "WebSettings": "core.tools.web._settings",
+    "address_refusal": "core.tools.web._guard",
+    "web_search_unavailable_reason": "core.tools.web._toolset",
+    "web_tools": "core.tools.web._toolset",
+}
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(where), name)
+    globals()[name] = value  # once: later lookups find it without this function
+    return value
