@@ -23,7 +23,7 @@ from gateway.cli.service import (
     required_stop_timeout,
 )
 from gateway.cli.systemd_unit import LIMIT_NOFILE, STOP_MARGIN, installed_limit_nofile, installed_stop_timeout
-from gateway.config import LoadedConfig, default_home, load_config
+from gateway.config import PAIRING_KEY_ENV, LoadedConfig, default_home, load_config
 from gateway.config.models import PAIRING_PLATFORMS
 from gateway.errors import ConfigError
 from gateway.http import fd_usage, open_file_limit
@@ -298,6 +298,15 @@ def _check_skill_commands(config: LoadedConfig) -> Check:
                  f"rename those skills (their folder and frontmatter name) under {config.home / 'skills'}")
 
 
+def _check_shared_pairing_key(config: LoadedConfig) -> Check:
+    """Several nodes share one database: a pairing code must be approvable through any of them."""
+    if config.pairing_key is not None:
+        return Check("pairing key", "ok", f"{PAIRING_KEY_ENV} is set (every node with this .env checks the same codes)")
+    return Check("pairing key", "warn", f"{PAIRING_KEY_ENV} is not set: each node keeps its own pairing.key, so a "
+                 "code one node gave is approved only through that node",
+                 f"add {PAIRING_KEY_ENV}=$(openssl rand -hex 32) to the .env every node shares")
+
+
 def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
     config_check, config = _check_config(home)
     checks = [config_check]
@@ -312,6 +321,7 @@ def run_checks(home: Path, loginctl: str = "loginctl") -> list[Check]:
     checks.append(_check_open_files(home, units))
     if config is not None and config.storage_url.backend == "postgresql":
         checks.append(_check_postgres(config))
+        checks.append(_check_shared_pairing_key(config))
     else:
         checks.append(_check_sqlite())
         checks += _check_db(config.storage_url.path or home / "state.db" if config is not None else home / "state.db")

@@ -108,7 +108,7 @@ async def _offline_write(config: LoadedConfig, action: str, args: tuple[str, ...
                 "cannot be made safely. Check it with 'hermes-gateway status'.") from None
     try:
         owners = Owners(config.settings.auth.owners)
-        p = Pairing(store, owners, config.home / PAIRING_KEY_FILE)
+        p = Pairing(store, owners, config.home / PAIRING_KEY_FILE, key=config.pairing_key)
         await p.load()
         if action == "revoke":
             allowed_rows, owner_rows = await p.revoke(*args)

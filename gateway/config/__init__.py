@@ -11,7 +11,7 @@ from gateway.config.aliases import REFERENCE_ALIASES, ReferenceAlias
 from gateway.config.cluster import ClusterConfig
 from gateway.config.cron import CronConfig
 from gateway.config.envfile import read_dotenv
-from gateway.config.loading import LoadedConfig, default_home, env_sections, load_config
+from gateway.config.loading import PAIRING_KEY_ENV, LoadedConfig, default_home, env_sections, load_config
 from gateway.config.mcp import mcp_secrets, mcp_specs
 from gateway.config.model_list import AllowedModel, ModelsConfig, PricesConfig
 from gateway.config.models import (
@@ -41,6 +41,7 @@ from gateway.errors import EX_CONFIG, ConfigError
 
 __all__ = [
     "EX_CONFIG",
+    "PAIRING_KEY_ENV",
     "REFERENCE_ALIASES",
     "AgentConfig",
     "AllowedModel",

@@ -27,7 +27,9 @@ from gateway.config.suggest import describe
 from gateway.errors import ConfigError
 from storage import StorageURL, StorageURLError, parse_storage_url
 
-__all__ = ["LoadedConfig", "default_home", "env_sections", "load_config"]
+__all__ = ["PAIRING_KEY_ENV", "LoadedConfig", "default_home", "env_sections", "load_config"]
+
+PAIRING_KEY_ENV = "HERMES_PAIRING_KEY"
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,22 @@ class LoadedConfig:
             return parse_storage_url(raw.get_secret_value() if raw is not None else None, default_path=self.db_path)
         except StorageURLError as exc:
             raise ConfigError(f"{self.config_file}: {exc} (storage.url or HERMES_STORAGE_URL)") from None
+
+    @property
+    def pairing_key(self) -> bytes | None:
+        """``HERMES_PAIRING_KEY`` (hex, 32 bytes or more): the pairing codes' key that several nodes
+        share; None: each home keeps its own ``pairing.key``."""
+        raw = self.env.get(PAIRING_KEY_ENV, "").strip()
+        if not raw:
+            return None
+        try:
+            key = bytes.fromhex(raw)
+        except ValueError:
+            key = b""
+        if len(key) < 32:  # never the value itself in the message: it is a secret
+            raise ConfigError(f"{PAIRING_KEY_ENV} must be at least 64 hexadecimal digits (32 bytes); "
+                              "make one with: openssl rand -hex 32")
+        return key
 
     def platform_allowlist(self, platform: str) -> tuple[frozenset[str], bool]:
         """(allowed ids, allow-all) for a platform, from env and config."""
@@ -153,4 +171,5 @@ def load_config(home: Path | None = None, environ: Mapping[str, str] | None = No
     loaded = LoadedConfig(home=home, settings=settings, env=env, config_file=config_file, aliases_used=aliases,
                           dotenv=dotenv)
     _ = loaded.storage_url  # a storage.url that names no backend refuses the config now
+    _ = loaded.pairing_key  # and so does a pairing key too short to be one
     return loaded

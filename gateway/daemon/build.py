@@ -81,7 +81,7 @@ def build_runtime(config: LoadedConfig, store: Store, adapters: dict[str, Adapte
         return adapter.account_id if adapter is not None else None
 
     owners = Owners(settings.auth.owners, accounts=account_of)
-    pairing = Pairing(store, owners, config.home / PAIRING_KEY_FILE, accounts=account_of)
+    pairing = Pairing(store, owners, config.home / PAIRING_KEY_FILE, accounts=account_of, key=config.pairing_key)
     services = Services(
         config=config,
         store=store,

@@ -60,12 +60,13 @@ class PairingOutcome:
 class Pairing:
     def __init__(self, store: Store, owners: Owners, key_path: Path, *,
                  accounts: Callable[[str], str | None] = lambda platform: None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, key: bytes | None = None) -> None:
         """``accounts``: the bot account each platform runs as now (None: not connected, or no
-        daemon: the command line then approves a code for the account that gave it)."""
+        daemon: the command line then approves a code for the account that gave it). ``key``:
+        the codes' key from the configuration (``LoadedConfig.pairing_key``), else ``key_path``'s."""
         self._store = store
         self._owners = owners
-        self._key = CodeKey(key_path)
+        self._key = CodeKey(key_path, key)
         self._accounts = accounts
         self._clock = clock
         #: (platform, account) -> user ids let in by pairing

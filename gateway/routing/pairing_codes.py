@@ -3,7 +3,9 @@
 A code is 8 characters of an alphabet without look-alikes (no 0/O, 1/I/L), so that it survives
 being read aloud or retyped. state.db holds ``HMAC-SHA256(key, code)``; the key is a file of its
 own (``$HERMES_HOME/pairing.key``, mode 0600), so a copy of state.db alone cannot be searched for
-the codes (40 bits would not stand up to an offline search of a plain hash).
+the codes (40 bits would not stand up to an offline search of a plain hash). Several nodes over
+one database share the key through their common ``.env`` (``HERMES_PAIRING_KEY``) instead: a code
+one node gave is then approved through any of them.
 """
 
 from __future__ import annotations
@@ -35,11 +37,12 @@ def read_code(text: str) -> str | None:
 
 
 class CodeKey:
-    """The key of the codes' hashes, made on first use."""
+    """The key of the codes' hashes: ``secret`` when given (``HERMES_PAIRING_KEY``), else the file,
+    made on first use."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, secret: bytes | None = None) -> None:
         self.path = path
-        self._key: bytes | None = None
+        self._key: bytes | None = secret
 
     def _load(self) -> bytes:
         if self._key is None:

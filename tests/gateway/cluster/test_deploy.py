@@ -67,6 +67,6 @@ def test_the_proxy_sends_to_every_node_and_listens_on_loopback() -> None:
 def test_the_shipped_config_yaml_is_valid_and_env_example_has_the_secrets_named() -> None:
     Settings.model_validate(yaml.safe_load((DEPLOY / "config.yaml").read_text(encoding="utf-8")))
     example = (DEPLOY / "env.example").read_text(encoding="utf-8")
-    for name in ("HERMES_PG_PASSWORD", "API_SERVER_KEY"):
+    for name in ("HERMES_PG_PASSWORD", "API_SERVER_KEY", "HERMES_PAIRING_KEY"):
         assert re.search(rf"^{name}=", example, re.M)
     assert (DEPLOY / ".gitignore").read_text().split() == [".env"]

@@ -93,6 +93,11 @@ def test_doctor_checks_the_database_without_migrating_it_and_never_shows_the_pas
     assert pg_server.password not in str(checks)
     assert "state.db" not in checks and "sqlite" not in checks
     assert pg_server.psql("SELECT to_regclass('sessions') IS NULL", database="doctor_fresh") == "t"
+    # several nodes need one pairing key: without it in .env, doctor says what that costs
+    assert checks["pairing key"].level == "warn" and "only through that node" in checks["pairing key"].detail
+    (home / ".env").write_text("HERMES_PAIRING_KEY=" + "5e" * 32 + "\n")
+    shared = {c.name: c for c in run_checks(home)}["pairing key"]
+    assert shared.level == "ok" and "5e5e" not in str(shared)
 
     write_config(home, {"storage": {"url": pg_server.url("doctor_fresh").replace(pg_server.password, "wrong-pw")}})
     bad = {c.name: c for c in run_checks(home)}["postgresql"]

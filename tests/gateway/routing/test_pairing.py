@@ -15,7 +15,7 @@ import structlog
 
 from adapters.base import ChatType, InboundMessage
 from core.tools import ApprovalRequest
-from gateway.config import load_config
+from gateway.config import ConfigError, load_config
 from gateway.routing.approvals import Approvals
 from gateway.routing.auth import Authorizer
 from gateway.routing.owners import Owners
@@ -80,6 +80,39 @@ def test_the_key_is_private_and_stable(tmp_path: Path) -> None:
     assert stat.S_IMODE((tmp_path / "pairing.key").stat().st_mode) == 0o600
     assert CodeKey(tmp_path / "pairing.key").hash("ABCD2345") == first != key.hash("ABCD2346")
     assert CodeKey(tmp_path / "other.key").hash("ABCD2345") != first
+
+
+async def test_nodes_sharing_hermes_pairing_key_approve_each_others_codes_and_write_no_key_file(
+    tmp_path: Path
+) -> None:
+    """Several nodes over one database: the key comes from the common .env, so a code one node gave
+    is approved through another; without it each home has its own key and the code is unknown there."""
+    secret = "ab" * 32
+    homes = [tmp_path / "n1", tmp_path / "n2"]
+    for home in homes:
+        write_config(home, {})
+        (home / ".env").write_text(f"HERMES_PAIRING_KEY={secret}\n")
+    keys = [load_config(home, environ={}).pairing_key for home in homes]
+    assert keys[0] == keys[1] == bytes.fromhex(secret)
+    async with StateStore(tmp_path / "state.db") as store:
+        accounts = {"telegram": "bot-A"}.get
+        giver = Pairing(store, Owners(accounts=accounts), homes[0] / "pairing.key", accounts=accounts, key=keys[0])
+        other = Pairing(store, Owners(accounts=accounts), homes[1] / "pairing.key", accounts=accounts, key=keys[1])
+        alone = Pairing(store, Owners(accounts=accounts), tmp_path / "alone" / "pairing.key", accounts=accounts)
+        reply, _ = await giver.request(dm("u1"))
+        found = CODE.search(reply or "")
+        assert found is not None
+        assert "No pairing code like that" in (await alone.approve(found.group(1), platform=None, by="cli")).message
+        assert (await other.approve(found.group(1), platform=None, by="cli")).ok
+    assert not any((home / "pairing.key").exists() for home in homes)
+
+
+@pytest.mark.parametrize("value", ["abc", "zz" * 32, "ab" * 16])
+def test_a_pairing_key_that_is_not_one_refuses_the_config_without_showing_it(tmp_path: Path, value: str) -> None:
+    write_config(tmp_path, {})
+    with pytest.raises(ConfigError) as refused:
+        load_config(tmp_path, environ={"HERMES_PAIRING_KEY": value})
+    assert "HERMES_PAIRING_KEY" in str(refused.value) and value not in str(refused.value)
 
 
 async def test_a_code_is_approved_once_and_the_user_is_let_in_for_that_account_only(world: World) -> None:
