@@ -79,6 +79,16 @@ class Jobs:
         self._summary = None
         return list(self._rows.values())
 
+    async def reload(self) -> None:
+        """Read every job again and take what changed, as ``refresh`` does (the scheduler hears of
+        each): on several nodes, after this node may have missed other nodes' changes."""
+        rows = {r.id: r for r in await self._store.read(cron.all_jobs)}
+        for gone in [job_id for job_id in self._rows if job_id not in rows]:
+            self.refresh(None, gone)
+        for row in rows.values():
+            if self._rows.get(row.id) != row:
+                self.refresh(row)
+
     def watch(self, callback: Callable[[CronJobRow], None]) -> None:
         """``callback`` hears of every job changed or made (the scheduler's wake-up)."""
         self._watchers.append(callback)
