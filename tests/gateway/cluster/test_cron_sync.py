@@ -8,13 +8,18 @@ database was away is read after it listens again."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
+from gateway.config import CronConfig
 from gateway.daemon.cron_sync import CronSync
+from gateway.routing.home_channels import HomeChannels
 from gateway.scheduler import Jobs, JobSpec
 from gateway.scheduler.clock import FakeClock
 from storage.postgres import PgStore
@@ -166,3 +171,34 @@ async def test_a_change_missed_while_the_database_was_away_is_read_after_the_lis
                     "the scheduler node hears of the resume after the restart")
         clock.advance(HOUR)
         await until(lambda: len(cron_texts(sched)) == 1, "the job runs again")
+
+
+async def test_a_read_of_every_job_does_not_undo_a_change_taken_while_it_read(pg_url: str) -> None:
+    """The scheduler's start (``load``) and a reconnect (``reload``) read every job; a change taken
+    meanwhile (from the listener, or this node's own) may be newer than what that read saw, and
+    stays: were it older, its own notification is read again after it."""
+    async with PgStore(pg_url, min_size=1, max_size=4) as store:
+        node = Jobs(store, CronConfig(), adapters={}, home_channels=HomeChannels(store))
+        made = await node.create(OWNER, JobSpec("kept", "Ping", "every 1h", deliver="none"))
+        for read_all in (node.load, node.reload):
+            async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as locker:
+                async with locker.transaction():
+                    await locker.execute("LOCK TABLE gateway_cron_jobs IN ACCESS EXCLUSIVE MODE")
+                    reading = asyncio.create_task(read_all())
+                    await until(lambda: node.row(made.id) is not None, "the job is there")
+
+                    async def blocked() -> bool:
+                        waiting = await store.read(lambda c: c.execute(
+                            "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND wait_event_type = 'Lock'").fetchall())
+                        return bool(waiting)
+
+                    async with asyncio.timeout(60):
+                        while not await blocked():
+                            await asyncio.sleep(0.05)
+                    row = node.row(made.id)
+                    assert row is not None
+                    node.refresh(dataclasses.replace(row, paused=not row.paused))
+                    taken = node.row(made.id)
+                await reading
+            assert node.row(made.id) == taken  # not the older row the read returned
