@@ -30,6 +30,8 @@ from adapters.base import Adapter, ChatType, InboundMessage
 from gateway.cluster import LEDGER, MAINTENANCE, SCHEDULER, ClusterNode, cluster_roles
 from gateway.config import LoadedConfig
 from gateway.daemon.build import Runtime
+from gateway.daemon.cron_sync import CronSync
+from gateway.scheduler import jobs_of
 from storage.errors import StorageClosedError, StorageUnavailableError
 from storage.postgres import PgStore
 from storage.postgres import cluster as pc
@@ -87,6 +89,9 @@ class ClusterDuties:
         delivery.served_elsewhere = pc.served_ledger_rows
         delivery.recovery_grace = cluster.failover_s
         runtime.services.lanes.gate = self
+        jobs = jobs_of(runtime.services)
+        #: the jobs as the database has them, whichever node changed or ran one
+        self.cron_sync = CronSync(store, jobs, retry_max=cluster.heartbeat) if jobs is not None else None
 
     @property
     def adapter_roles(self) -> frozenset[str]:
@@ -99,6 +104,8 @@ class ClusterDuties:
         return any(n.node_id != self.node.node_id and n.age < self.node.config.failover_s for n in nodes)
 
     async def start(self) -> None:
+        if self.cron_sync is not None:
+            self.cron_sync.start()
         await self.node.start()
         self._view_task = asyncio.create_task(self._refresh_view(), name="cluster-view")
 
@@ -111,6 +118,8 @@ class ClusterDuties:
             self._view_task.cancel()
             await asyncio.gather(self._view_task, return_exceptions=True)
         await self.node.stop()  # on_lost for each role held, run before it returns
+        if self.cron_sync is not None:
+            await self.cron_sync.stop()
         for task in [*self._tasks.values(), *self._releasing.values()]:
             task.cancel()
         await asyncio.gather(*self._tasks.values(), *self._releasing.values(), return_exceptions=True)

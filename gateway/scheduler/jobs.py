@@ -66,6 +66,11 @@ class Jobs:
         #: 10,000 jobs scanned each time were most of an idle daemon's CPU
         self._summary: dict[str, Any] | None = None
         self._lock = asyncio.Lock()
+        #: while ``load``/``reload`` read every job (``_reads`` of them), the jobs changed here
+        #: meanwhile, stamped in order: the read may predate their change (``_read_all``)
+        self._reads = 0
+        self._stamp = 0
+        self._changed_at: dict[str, int] = {}
 
     @property
     def tz(self) -> str:
@@ -75,9 +80,41 @@ class Jobs:
     # ------------------------------------------------------------------ for the scheduler
 
     async def load(self) -> list[CronJobRow]:
-        self._rows = {r.id: r for r in await self._store.read(cron.all_jobs)}
+        self._rows = await self._read_all()
         self._summary = None
         return list(self._rows.values())
+
+    async def reload(self) -> None:
+        """Read every job again and take what changed, as ``refresh`` does (the scheduler hears of
+        each): on several nodes, after this node may have missed other nodes' changes."""
+        rows = await self._read_all()
+        for gone in [job_id for job_id in self._rows if job_id not in rows]:
+            self.refresh(None, gone)
+        for row in rows.values():
+            if self._rows.get(row.id) != row:
+                self.refresh(row)
+
+    async def _read_all(self) -> dict[str, CronJobRow]:
+        """Every job as stored, except those changed here while it read: they stay as they are
+        now. On several nodes a change another node made is read again after its commit
+        (``gateway.daemon.cron_sync``); a read of every job begun before that commit must not undo
+        it, and a change after the read began is announced (and read) again anyway."""
+        self._reads += 1
+        start = self._stamp
+        try:
+            rows = {r.id: r for r in await self._store.read(cron.all_jobs)}
+        finally:
+            self._reads -= 1
+        for job_id, stamp in self._changed_at.items():
+            if stamp > start:
+                current = self._rows.get(job_id)
+                if current is None:
+                    rows.pop(job_id, None)
+                else:
+                    rows[job_id] = current
+        if not self._reads:
+            self._changed_at.clear()
+        return rows
 
     def watch(self, callback: Callable[[CronJobRow], None]) -> None:
         """``callback`` hears of every job changed or made (the scheduler's wake-up)."""
@@ -95,6 +132,10 @@ class Jobs:
     def refresh(self, row: CronJobRow | None, job_id: str | None = None) -> None:
         """Take a row the scheduler wrote (None: the job is gone)."""
         self._summary = None
+        changed = row.id if row is not None else job_id
+        if self._reads and changed is not None:
+            self._stamp += 1
+            self._changed_at[changed] = self._stamp
         if row is None:
             if job_id is not None:
                 self._rows.pop(job_id, None)
@@ -194,8 +235,7 @@ class Jobs:
     async def remove(self, viewer: JobOwner | None, ref: str) -> JobView:
         row = self._find(viewer, ref)
         await self._store.write(lambda c: cron.delete(c, row.id))
-        self._rows.pop(row.id, None)
-        self._summary = None
+        self.refresh(None, row.id)
         log.info("cron.removed", job_id=row.id)
         return view_of(row)
 

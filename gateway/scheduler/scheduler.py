@@ -64,6 +64,9 @@ class Scheduler:
         self._running: dict[str, asyncio.Task[None]] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        #: between start and stop: a node not running the scheduler (another holds the role) keeps
+        #: no heap of the changes it hears of; its start reads every job anyway
+        self._active = False
         jobs.watch(self._changed)
 
     @property
@@ -76,6 +79,7 @@ class Scheduler:
     async def start(self) -> None:
         """Load the jobs, mark the runs a crash cut off (and queue their one retry), start the task."""
         now = self.clock.now()
+        self._active = True
         # started again after a stop (a cluster's scheduler role, taken anew): nothing of before
         self._heap.clear()
         self._ready.clear()
@@ -94,6 +98,7 @@ class Scheduler:
     async def stop(self, drain: float = 0.0) -> None:
         """No new runs from now; the runs under way get ``drain`` seconds to end, then are
         stopped (a run stopped here is retried once at the next start)."""
+        self._active = False
         if self._task is not None:
             self._task.cancel()
         running = list(self._running.values())
@@ -117,6 +122,8 @@ class Scheduler:
     # ------------------------------------------------------------------ the loop
 
     def _changed(self, row: CronJobRow) -> None:
+        if not self._active:
+            return
         self._push(row)
         if row.run_requested and not any(s.job_id == row.id and s.due is None and s.run_id is None
                                          for s in self._ready):

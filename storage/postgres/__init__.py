@@ -31,6 +31,8 @@ state.db, for several gateway nodes sharing one database.
   ``pairing`` (codes as keyed hashes, attempts, lockout, owners), ``userdata`` (one sender's sessions
   and messages, for an export), ``forget`` (every row of one sender, in one transaction; ``_forget_rows``:
   the other families' rows it deletes).
+- ``cron_changes`` (``_cron_changes``): the ids of jobs changed on any node (migration 0010's
+  trigger NOTIFYs them), for every node's in-memory jobs.
 
 Functions of a connection are plain functions, named and shaped as the SQLite backend's, so a
 caller composes them into one ``write`` the same way. All of this backend's SQL lives here.
@@ -42,6 +44,7 @@ from . import _background as background
 from . import _bindings as bindings
 from . import _cluster as cluster
 from . import _cron as cron
+from . import _cron_changes as cron_changes
 from . import _forget as forget
 from . import _handoffs as handoffs
 from . import _history as history
@@ -74,6 +77,7 @@ __all__ = [
     "bindings",
     "cluster",
     "cron",
+    "cron_changes",
     "forget",
     "handoffs",
     "history",
