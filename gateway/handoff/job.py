@@ -11,6 +11,9 @@ from adapters.base import InboundMessage
 from gateway.routing.home_channels import HomeChannel
 from gateway.routing.session_index import PriorBinding
 
+#: how the source chat's reply to a finished handoff starts (the terminal client exits on it)
+HANDOFF_DONE_PREFIX = "Handoff complete"
+
 
 class TurnRunner(Protocol):
     """Runs one agent turn in a key's lane (``Turns.run_in_lane``); True when the
@@ -29,6 +32,9 @@ class Job:
     source_key: str
     target: str
     home: HomeChannel
+    #: this node tells the source chat how it ended (and holds it meanwhile); False on the node
+    #: that runs another node's request (``remote``), where the requester tells it
+    tell: bool = True
 
 
 @dataclass
