@@ -5,7 +5,7 @@ its row's end. A NOTIFY can be missed (a listener reconnecting): both sides also
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 import psycopg
@@ -26,7 +26,7 @@ class HandoffNote:
     state: str
 
 
-async def handoff_wakeups(store: PgStore) -> AsyncIterator[HandoffNote]:
+async def handoff_wakeups(store: PgStore) -> AsyncGenerator[HandoffNote, None]:
     """A ``HandoffNote`` for each handoff row inserted or moved, on a connection of its own. The
     first is ``HandoffNote("", 0, "")``: what changed before LISTEN may have been missed. Raises
     ``StorageUnavailableError`` when the connection is lost (the caller listens again, and polls)."""

@@ -1,0 +1,162 @@
+"""/handoff on several nodes: two real daemon processes (``hermes-gateway run``) over one real
+PostgreSQL server and one FakeDiscord. One node holds Discord's gateway connection (the
+``discord`` role); ``/handoff discord`` reaches the other through its HTTP API. The node
+connected to Discord opens the thread and runs the summary turn there; the node the request
+came through answers it with the outcome, once. With no node connected to Discord the row is
+never claimed: the pending timeout fails it and the person is told why; meanwhile every node
+refuses the chat's turns."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from storage.postgres import PgStore
+from storage.postgres import home_channels as pg_home_channels
+from tests.adapters._telegram_process import QUIET, ROOT, until
+from tests.adapters.conftest import daemon_config
+from tests.adapters.discord.test_adapter import discord_config, in_channel
+from tests.adapters.telegram._cluster import wait_cluster
+from tests.emulators.fake_discord import FakeDiscord
+from tests.fakes.openai_server import FakeOpenAI
+from tests.gateway.conftest import free_port, write_config
+
+NODES = ("n1", "n2")
+WAIT = 30.0
+SOURCE_KEY = "agent:main:api-server:dm:alice"
+
+
+@asynccontextmanager
+async def discord_node(home: Path, fake: FakeDiscord, model: FakeOpenAI, pg_url: str, node: str,
+                       **sections: dict[str, Any]) -> AsyncIterator[int]:
+    """One node: Discord (a role) beside the HTTP API (every node); yields its HTTP port."""
+    port = free_port()
+    cfg = daemon_config(model.base_url, port, "discord", discord_config(fake),
+                        {"agent": QUIET, "gateway": {"busy_ack": False, "typing_delay": 0}, "logging": {"level": "info"},
+                         "storage": {"url": pg_url}, "cluster": {"node_id": node, "failover_s": 3}, **sections})
+    write_config(home, cfg, {"DISCORD_BOT_TOKEN": fake.token, "DISCORD_ALLOWED_USERS": fake.user["id"]})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "API_SERVER", "DISCORD_"))}
+    env.update(HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
+    log = open(home / "daemon.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield port
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            await asyncio.to_thread(proc.wait, 30)
+        log.close()
+
+
+def holders(view: dict[str, Any]) -> list[str]:
+    return [n["node_id"] for n in view["nodes"] if n["alive"] and "discord" in n["roles"]]
+
+
+async def api(port: int, text: str) -> tuple[int, str]:
+    body = {"model": "fake-model", "messages": [{"role": "user", "content": text}], "user": "alice"}
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=WAIT) as http:
+        resp = await http.post("/v1/chat/completions", json=body)
+    if resp.status_code != 200:
+        return resp.status_code, resp.text
+    return 200, str(resp.json()["choices"][0]["message"]["content"])
+
+
+async def db(pg_url: str, sql: str, *params: object) -> list[tuple[Any, ...]]:
+    async with PgStore(pg_url) as store:
+        found = await store.read(lambda c: c.execute(sql, params).fetchall())
+    return [tuple(r) for r in found]
+
+
+async def test_handoff_reaching_a_node_without_discord_is_run_by_the_node_connected_to_it(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord, pg_url: str
+) -> None:
+    fake, general = fake_discord, fake_discord.general
+    async with AsyncExitStack() as stack:
+        ports = {node: await stack.enter_async_context(discord_node(tmp_path / node, fake, fake_openai, pg_url, node))
+                 for node in NODES}
+        view = await wait_cluster(tmp_path / "n1", "two nodes, one connected to Discord", lambda v: (
+            len([n for n in v["nodes"] if n["alive"]]) == 2 and len(holders(v)) == 1))
+        holder = holders(view)[0]
+        other = next(n for n in NODES if n != holder)
+        await until(fake.connected, "a node to connect to Discord")
+        await fake.user_says("/sethome", chat=general, mention=True)
+        [ack] = await fake.wait_sent(1, timeout=WAIT, match=in_channel(general))
+        assert "Home channel of discord set" in ack["text"]
+
+        assert await api(ports[other], "remember seven") == (200, "echo: remember seven")
+        [(sid,)] = await db(pg_url, "SELECT session_id FROM gateway_session_index WHERE session_key = %s", SOURCE_KEY)
+        await api(ports[other], "/title Seven")
+        status, done = await api(ports[other], "/handoff discord")  # at the node NOT connected to Discord
+
+        assert status == 200, done
+        assert done.startswith("Handoff complete: handed off to discord.") and done.endswith("/resume Seven"), done
+        [thread] = fake.threads  # opened once, by the connected node
+        assert thread["parent_id"] == general and thread["name"] == "Hermes — Seven"
+        [summary] = await fake.wait_sent(1, timeout=WAIT, match=in_channel(thread["id"]))
+        assert summary["text"].startswith('echo: [This session ("Seven") was just handed off from api-server')
+        [(state, target_key)] = await db(pg_url, "SELECT state, target_key FROM gateway_handoffs")
+        assert (state, target_key) == ("completed", f"agent:main:discord:group:{general}:{thread['id']}")
+        assert await db(pg_url, "SELECT session_id FROM gateway_session_index WHERE session_key = %s",
+                        target_key) == [(sid,)]
+        assert await db(pg_url, "SELECT session_id FROM gateway_session_index WHERE session_key = %s",
+                        SOURCE_KEY) == []
+        # the connected node ran it; the requester only told the source
+        assert "handoff.taken" in (tmp_path / holder / "daemon.log").read_text()
+        requester_log = (tmp_path / other / "daemon.log").read_text()
+        assert "handoff.completed_elsewhere" in requester_log and "handoff.taken" not in requester_log
+        # the source chat carries on with a fresh session, on either node
+        assert await api(ports[holder], "hello again") == (200, "echo: hello again")
+        [(fresh,)] = await db(pg_url, "SELECT session_id FROM gateway_session_index WHERE session_key = %s",
+                              SOURCE_KEY)
+        assert fresh != sid
+        await asyncio.sleep(1.0)  # a second claim or send would show now
+        assert len(fake.threads) == 1
+        assert len([m for m in fake.sent if in_channel(thread["id"])(m)]) == 1
+
+
+async def test_handoff_with_no_node_connected_to_the_target_fails_at_the_timeout_and_says_why(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord, pg_url: str
+) -> None:
+    fake = fake_discord
+    fake.message_content_allowed = False  # every IDENTIFY is closed with 4014: nobody connects
+    async with PgStore(pg_url) as store:
+        await store.write(lambda c: pg_home_channels.put(c, "discord", chat_id=str(fake.general), thread_id=None,
+                                                         chat_type="group", set_by=str(fake.user["id"]), now=1.0))
+    async with AsyncExitStack() as stack:
+        ports = {node: await stack.enter_async_context(discord_node(
+            tmp_path / node, fake, fake_openai, pg_url, node, sessions={"handoff_timeout_seconds": 4}))
+            for node in NODES}
+        await wait_cluster(tmp_path / "n1", "two nodes, the discord role held", lambda v: (
+            len([n for n in v["nodes"] if n["alive"]]) == 2 and len(holders(v)) == 1))
+        await until(lambda: len(fake.identifies) >= 1, "a node to try Discord")
+        assert await api(ports["n1"], "remember seven") == (200, "echo: remember seven")
+
+        handoff = asyncio.create_task(api(ports["n1"], "/handoff discord"))
+
+        async def pending() -> bool:
+            return bool(await db(pg_url, "SELECT 1 FROM gateway_handoffs WHERE state = 'pending'"))
+
+        while not await pending():
+            assert not handoff.done(), handoff.result()
+            await asyncio.sleep(0.05)
+        # meanwhile the chat is held on every node, not only the one that took the command
+        status, refused = await api(ports["n2"], "a turn during the handoff")
+        assert "being handed off to discord" in refused, (status, refused)
+
+        status, failed = await handoff
+        assert status == 200, failed
+        assert failed.startswith("Handoff failed: no gateway node connected to discord picked it up in time"), failed
+        assert "Your session here is intact; try /handoff discord again." in failed
+        assert await db(pg_url, "SELECT state FROM gateway_handoffs") == [("failed",)]
+        assert fake.threads == []
+        # the chat is free again, still on its session
+        assert await api(ports["n2"], "and now?") == (200, "echo: and now?")
