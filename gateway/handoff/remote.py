@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Awaitable, Callable
 
 import structlog
 
-from adapters.base import ChatType, InboundMessage
+from adapters.base import ChatType, InboundMessage, OutboundMessage, SendKind
 from gateway.handoff import store as rows
 from gateway.handoff.job import HANDOFF_DONE_PREFIX, Job
+from gateway.logs import redact
+from gateway.routing.delivery import record_reply
 from gateway.routing.home_channels import HomeChannel
 from gateway.routing.services import Services
 from storage import HandoffRow, handoffs
@@ -129,7 +132,26 @@ class ClusterHandoffs:
             else:
                 log.warning("handoff.failed_elsewhere", reason=row.error)
                 text = failed_text(row.error or "it failed on the node connected to " + job.target, job.target)
-            await self._tell_source(job, text)
+            await self._tell_source_from_here(job, text)
+
+    async def _tell_source_from_here(self, job: Job, text: str) -> None:
+        """The outcome, sent by this node (the command came through it). Should this node have lost
+        the source platform's connection meanwhile (its role moved), the reply goes into the
+        delivery ledger instead, which the node connected to that platform sends
+        (``ClusterDuties._recover_ledger``: a row of no served chat, marked as recovered)."""
+        src = job.source
+        out = OutboundMessage(src.platform, src.chat_id, redact(text), src.thread_id, src.message_id, SendKind.NOTICE)
+        delivery = self._services.delivery
+        try:
+            sent = await delivery.send(out)
+        except Exception:
+            sent = False
+        if sent or not self.remote(src.platform) or not delivery.recoverable(src.platform):
+            return
+        log.warning("handoff.reply_left_to_the_connected_node", platform=src.platform)
+        reply = dataclasses.replace(out, kind=SendKind.REPLY)
+        with contextlib.suppress(Exception):
+            await self._services.store.write(lambda c: record_reply(c, reply, None, None))
 
     async def _settled_row(self, handoff_id: int, event: asyncio.Event) -> HandoffRow | None:
         while True:
@@ -191,5 +213,3 @@ class ClusterHandoffs:
     async def _run(self, job: Job) -> None:
         raise NotImplementedError
 
-    async def _tell_source(self, job: Job, text: str) -> None:
-        raise NotImplementedError
