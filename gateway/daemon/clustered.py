@@ -81,6 +81,7 @@ class ClusterDuties:
         runtime.services.lanes.gate = self
         runtime.handoffs.served_elsewhere = self._served_elsewhere
         runtime.handoffs.poll_every = cluster.heartbeat
+        runtime.handoffs.lane_elsewhere = self._lane_elsewhere
 
     @property
     def adapter_roles(self) -> frozenset[str]:
@@ -171,6 +172,14 @@ class ClusterDuties:
         """A handoff to ``target`` is for another node: its connection is a role this node
         is not connected to (held elsewhere, or by nobody yet)."""
         return target in self.adapter_roles and not self._adapters[target].ready.is_set()
+
+    async def _lane_elsewhere(self, key: str) -> bool:
+        """Whether another live node serves ``key`` now (its lane is busy there)."""
+        try:
+            lease = await self.node.store.read(partial(pc.holder, kind="lane", name=key))
+        except _DOWN:
+            return False
+        return lease is not None and lease.node_id != self.node.node_id
 
     async def _take_handoffs(self, role: str) -> None:
         """While this node holds ``role``: the handoffs to it other nodes left pending, when

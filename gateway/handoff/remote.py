@@ -73,6 +73,8 @@ class ClusterHandoffs:
         self.served_elsewhere: Callable[[str], bool] | None = None
         #: several nodes: how often a waiting requester reads its row again (a NOTIFY missed)
         self.poll_every = 1.0
+        #: several nodes: whether another node serves this key's lane now (a reply being written there)
+        self.lane_elsewhere: Callable[[str], Awaitable[bool]] | None = None
         self._woken: dict[int, asyncio.Event] = {}
         #: rows this node runs itself (its own requests): never taken as another's
         self._local: set[int] = set()

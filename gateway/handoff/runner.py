@@ -55,6 +55,7 @@ log = structlog.get_logger("hermes.handoff")
 STOP_GRACE = 5.0
 #: platforms that only answer requests and cannot host a conversation
 _REQUEST_ONLY = frozenset({"api-server", "cli"})
+_STILL_WRITING = "A reply is still being written. Wait for it to finish (or /stop it), then /handoff again."
 
 class HandoffRunner(ClusterHandoffs):
     def __init__(self, services: Services, run_turn: TurnRunner, *, timeout: float) -> None:
@@ -139,14 +140,14 @@ class HandoffRunner(ClusterHandoffs):
             problem = None
         if problem:
             raise HandoffRefusedError(f"Cannot hand off to {target}: {problem}.")
+        if self.lane_elsewhere is not None and await self.lane_elsewhere(source_key):
+            raise HandoffRefusedError(_STILL_WRITING)  # this chat's turn runs on another node
         # From the busy check to taking the hold there is no await: a message of
         # this chat either runs before (and /handoff is refused) or is refused after.
         if source_key in self._holding:
             raise HandoffRefusedError("This session is already being handed off; wait for that to finish.")
         if s.lanes.busy(source_key):
-            raise HandoffRefusedError(
-                "A reply is still being written. Wait for it to finish (or /stop it), then /handoff again."
-            )
+            raise HandoffRefusedError(_STILL_WRITING)
         self._holding[source_key] = target
         try:
             handoff_id, session_id = await self._insert(source, source_key, target, home)

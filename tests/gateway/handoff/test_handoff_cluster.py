@@ -2,7 +2,8 @@
 PostgreSQL server and one FakeDiscord. One node holds Discord's gateway connection (the
 ``discord`` role); ``/handoff discord`` reaches the other through its HTTP API. The node
 connected to Discord opens the thread and runs the summary turn there; the node the request
-came through answers it with the outcome, once. With no node connected to Discord the row is
+came through answers it with the outcome, once; while a reply is being written on another
+node, the /handoff is refused. With no node connected to Discord the row is
 never claimed: the pending timeout fails it and the person is told why; meanwhile every node
 refuses the chat's turns."""
 
@@ -12,7 +13,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,14 @@ async def api(port: int, text: str) -> tuple[int, str]:
     return 200, str(resp.json()["choices"][0]["message"]["content"])
 
 
+async def until_true(check: Callable[[], Awaitable[bool]], what: str) -> None:
+    deadline = asyncio.get_running_loop().time() + WAIT
+    while not await check():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
 async def db(pg_url: str, sql: str, *params: object) -> list[tuple[Any, ...]]:
     async with PgStore(pg_url) as store:
         found = await store.read(lambda c: c.execute(sql, params).fetchall())
@@ -95,6 +104,22 @@ async def test_handoff_reaching_a_node_without_discord_is_run_by_the_node_connec
         assert await api(ports[other], "remember seven") == (200, "echo: remember seven")
         [(sid,)] = await db(pg_url, "SELECT session_id FROM gateway_session_index WHERE session_key = %s", SOURCE_KEY)
         await api(ports[other], "/title Seven")
+
+        # a reply still being written on the connected node: the other node refuses the /handoff
+        hold = fake_openai.hold_when(lambda body: "slow one" in str(body))
+        slow = asyncio.create_task(api(ports[holder], "slow one"))
+        await asyncio.wait_for(hold.arrived.wait(), WAIT)
+        status, busy = await api(ports[other], "/handoff discord")
+        assert "A reply is still being written" in busy, (status, busy)
+        hold.release.set()
+        assert await slow == (200, "echo: slow one")
+        assert fake.threads == [] and await db(pg_url, "SELECT id FROM gateway_handoffs") == []
+
+        async def lane_free() -> bool:
+            return not await db(pg_url, "SELECT 1 FROM cluster_leases WHERE kind = 'lane' AND name = %s"
+                                " AND expires_at > extract(epoch from now())", SOURCE_KEY)
+
+        await until_true(lane_free, "the connected node to let the chat go (its lane ran dry)")
         status, done = await api(ports[other], "/handoff discord")  # at the node NOT connected to Discord
 
         assert status == 200, done
@@ -143,11 +168,10 @@ async def test_handoff_with_no_node_connected_to_the_target_fails_at_the_timeout
         handoff = asyncio.create_task(api(ports["n1"], "/handoff discord"))
 
         async def pending() -> bool:
+            assert not handoff.done(), handoff.result()
             return bool(await db(pg_url, "SELECT 1 FROM gateway_handoffs WHERE state = 'pending'"))
 
-        while not await pending():
-            assert not handoff.done(), handoff.result()
-            await asyncio.sleep(0.05)
+        await until_true(pending, "the handoff's pending row")
         # meanwhile the chat is held on every node, not only the one that took the command
         status, refused = await api(ports["n2"], "a turn during the handoff")
         assert "being handed off to discord" in refused, (status, refused)
