@@ -23,10 +23,11 @@ import httpx
 from storage.postgres import PgStore
 from storage.postgres import home_channels as pg_home_channels
 from tests.adapters._telegram_process import QUIET, ROOT, until
-from tests.adapters.conftest import daemon_config
+from tests.adapters.conftest import daemon_config, telegram_config
 from tests.adapters.discord.test_adapter import discord_config, in_channel
-from tests.adapters.telegram._cluster import wait_cluster
+from tests.adapters.telegram._cluster import answers, wait_cluster
 from tests.emulators.fake_discord import FakeDiscord
+from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
 
@@ -36,15 +37,16 @@ SOURCE_KEY = "agent:main:api-server:dm:alice"
 
 
 @asynccontextmanager
-async def discord_node(home: Path, fake: FakeDiscord, model: FakeOpenAI, pg_url: str, node: str,
-                       **sections: dict[str, Any]) -> AsyncIterator[int]:
+async def discord_node(home: Path, fake: FakeDiscord, model: FakeOpenAI, pg_url: str, node: str, *,
+                       env: dict[str, str] | None = None, **sections: dict[str, Any]) -> AsyncIterator[int]:
     """One node: Discord (a role) beside the HTTP API (every node); yields its HTTP port."""
     port = free_port()
     cfg = daemon_config(model.base_url, port, "discord", discord_config(fake),
                         {"agent": QUIET, "gateway": {"busy_ack": False, "typing_delay": 0}, "logging": {"level": "info"},
                          "storage": {"url": pg_url}, "cluster": {"node_id": node, "failover_s": 3}, **sections})
-    write_config(home, cfg, {"DISCORD_BOT_TOKEN": fake.token, "DISCORD_ALLOWED_USERS": fake.user["id"]})
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("HERMES_", "API_SERVER", "DISCORD_"))}
+    write_config(home, cfg, {"DISCORD_BOT_TOKEN": fake.token, "DISCORD_ALLOWED_USERS": fake.user["id"], **(env or {})})
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("HERMES_", "API_SERVER", "DISCORD_", "TELEGRAM_"))}
     env.update(HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
     log = open(home / "daemon.log", "ab")
     proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
@@ -184,3 +186,43 @@ async def test_handoff_with_no_node_connected_to_the_target_fails_at_the_timeout
         assert fake.threads == []
         # the chat is free again, still on its session
         assert await api(ports["n2"], "and now?") == (200, "echo: and now?")
+
+
+async def test_handoff_from_telegram_on_one_node_to_discord_on_the_other(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord, fake_telegram: FakeTelegram, pg_url: str
+) -> None:
+    """The source is a polling platform: n1 polls Telegram (only n1 has it configured) and n2
+    holds Discord's connection (both want it; n2 took it before n1 started). The person's
+    /handoff comes through n1's poller; n2 moves the session; n1 tells the Telegram chat."""
+    fake, tg, general = fake_discord, fake_telegram, fake_discord.general
+    chat = int(tg.user["id"])
+    async with AsyncExitStack() as stack:
+        await stack.enter_async_context(discord_node(tmp_path / "n2", fake, fake_openai, pg_url, "n2"))
+        await wait_cluster(tmp_path / "n2", "n2 connected to Discord", lambda v: holders(v) == ["n2"])
+        await until(fake.connected, "n2 to connect to Discord")
+        await stack.enter_async_context(discord_node(
+            tmp_path / "n1", fake, fake_openai, pg_url, "n1", platforms={"telegram": telegram_config(tg)},
+            env={"TELEGRAM_BOT_TOKEN": tg.token, "TELEGRAM_ALLOWED_USERS": str(tg.user["id"])}))
+        view = await wait_cluster(tmp_path / "n1", "n1 polling Telegram", lambda v: (
+            [n["node_id"] for n in v["nodes"] if n["alive"] and "telegram" in n["roles"]] == ["n1"]))
+        assert holders(view) == ["n2"]
+        await until(tg.connected, "n1 to poll Telegram")
+        await fake.user_says("/sethome", chat=general, mention=True)
+        [ack] = await fake.wait_sent(1, timeout=WAIT, match=in_channel(general))
+        assert "Home channel of discord set" in ack["text"]
+
+        await tg.user_says("remember seven")
+        await until(lambda: "echo: remember seven" in answers(tg, chat), "the first answer")
+        await tg.user_says("/handoff discord")
+        await until(lambda: any(t.startswith("Handoff ") for t in answers(tg, chat)), "the handoff's outcome")
+
+        [thread] = fake.threads
+        [summary] = await fake.wait_sent(1, timeout=WAIT, match=in_channel(thread["id"]))
+        assert summary["text"].startswith("echo: [This session (") and "from telegram" in summary["text"]
+        await asyncio.sleep(1.0)  # a second outcome, thread or summary would show now
+        outcomes = [t for t in answers(tg, chat) if t.startswith("Handoff ")]
+        assert len(outcomes) == 1 and outcomes[0].startswith("Handoff complete: handed off to discord."), outcomes
+        assert len(fake.threads) == 1
+        assert len([m for m in fake.sent if in_channel(thread["id"])(m)]) == 1
+        assert await db(pg_url, "SELECT state FROM gateway_handoffs") == [("completed",)]
+        assert "handoff.taken" in (tmp_path / "n2" / "daemon.log").read_text()
