@@ -20,10 +20,13 @@ from typing import Any
 
 import httpx
 
+from adapters.base import ChatType, InboundMessage
+from gateway.handoff.job import Job
+from gateway.routing.home_channels import HomeChannel
 from storage.postgres import PgStore
 from storage.postgres import home_channels as pg_home_channels
 from tests.adapters._telegram_process import QUIET, ROOT, until
-from tests.adapters.conftest import daemon_config, telegram_config
+from tests.adapters.conftest import daemon_config, serve_gateway, telegram_config
 from tests.adapters.discord.test_adapter import discord_config, in_channel
 from tests.adapters.telegram._cluster import answers, wait_cluster
 from tests.emulators.fake_discord import FakeDiscord
@@ -226,3 +229,36 @@ async def test_handoff_from_telegram_on_one_node_to_discord_on_the_other(
         assert len([m for m in fake.sent if in_channel(thread["id"])(m)]) == 1
         assert await db(pg_url, "SELECT state FROM gateway_handoffs") == [("completed",)]
         assert "handoff.taken" in (tmp_path / "n2" / "daemon.log").read_text()
+
+
+async def test_an_outcome_this_node_cannot_send_goes_through_the_ledger_to_the_connected_node(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_discord: FakeDiscord, pg_url: str
+) -> None:
+    """The requester lost the source platform's connection while it waited (its role moved): its
+    own send fails, so the outcome is left in the delivery ledger, and the node connected to the
+    platform sends it (once, as a recovered reply). n2 is a real process holding Discord; n1 runs
+    in this process, Discord in standby there, and tells a Discord chat the outcome."""
+    fake, general = fake_discord, fake_discord.general
+    async with discord_node(tmp_path / "n2", fake, fake_openai, pg_url, "n2"):
+        await wait_cluster(tmp_path / "n2", "n2 connected to Discord", lambda v: holders(v) == ["n2"])
+        await until(fake.connected, "n2 to connect to Discord")
+        cfg = daemon_config(fake_openai.base_url, free_port(), "discord", discord_config(fake),
+                            {"agent": QUIET, "storage": {"url": pg_url},
+                             "cluster": {"node_id": "n1", "failover_s": 3}})
+        env = {"DISCORD_BOT_TOKEN": fake.token, "DISCORD_ALLOWED_USERS": fake.user["id"]}
+        async with serve_gateway(tmp_path / "n1", cfg, env, "discord", ("standby",)) as (gw, _):
+            runner = gw.runtime.handoffs if gw.runtime is not None else None
+            assert runner is not None and runner.remote("discord")  # n1 is not connected to Discord
+            source = InboundMessage(platform="discord", chat_id=str(general), chat_type=ChatType.GROUP,
+                                    user_id=str(fake.user["id"]), text="/handoff telegram", message_id="1")
+            home = HomeChannel("telegram", "42", None, ChatType.DM, "7", 0.0)
+            job = Job(1, "s", source, "agent:main:discord:group:x", "telegram", home)
+            await runner._tell_source_from_here(job, "Handoff complete: handed off to telegram.")
+            [row] = await db(pg_url, "SELECT platform, chat_id, status FROM gateway_outbound")
+            assert row[:2] == ("discord", str(general))
+            sent = await fake.wait_sent(1, timeout=WAIT, match=lambda m: "Handoff complete" in str(m.get("text")))
+            assert sent[0]["chat_id"] == str(general)
+            assert sent[0]["text"].endswith("Handoff complete: handed off to telegram.")
+            await asyncio.sleep(1.0)  # sent once: a second send would show now
+            assert len([m for m in fake.sent if "Handoff complete" in str(m.get("text"))]) == 1
+            assert [r[0] for r in await db(pg_url, "SELECT status FROM gateway_outbound")] == ["recovered"]
