@@ -10,6 +10,9 @@ Built only when the store is PostgreSQL; a SQLite daemon has none of this. It ru
 - lanes: a key's jobs run here only while this node holds the key's lane (``LaneGate``); a
   node that finds another live node serving the key waits until that node lets it go (its lane
   ran dry) or dies (its lease expires). The lane is let go once it ran dry here.
+- handoffs: a ``/handoff`` to a platform whose connection another node holds is left ``pending``
+  for that node, which claims it when the row's NOTIFY (or its poll each heartbeat) says so
+  (``gateway.handoff.remote``).
 - ``view``: the nodes, what each holds, and the database's health, for ``status``.
 """
 
@@ -81,6 +84,9 @@ class ClusterDuties:
         self._releasing: dict[str, asyncio.Task[None]] = {}
         self._inbox_turns: dict[str, _InboxTurn] = {}
         self._view_task: asyncio.Task[None] | None = None
+        self._handoff_task: asyncio.Task[None] | None = None
+        #: per adapter role held: set when a handoff for it may wait (its NOTIFY)
+        self._handoff_wake: dict[str, asyncio.Event] = {}
         self._stopped = False
         #: the daemon stops taking work: handed messages stay in the inbox for another node
         self.stopping = False
@@ -92,6 +98,9 @@ class ClusterDuties:
         jobs = jobs_of(runtime.services)
         #: the jobs as the database has them, whichever node changed or ran one
         self.cron_sync = CronSync(store, jobs, retry_max=cluster.heartbeat) if jobs is not None else None
+        runtime.handoffs.served_elsewhere = self._served_elsewhere
+        runtime.handoffs.poll_every = cluster.heartbeat
+        runtime.handoffs.lane_elsewhere = self._lane_elsewhere
 
     @property
     def adapter_roles(self) -> frozenset[str]:
@@ -108,15 +117,17 @@ class ClusterDuties:
             self.cron_sync.start()
         await self.node.start()
         self._view_task = asyncio.create_task(self._refresh_view(), name="cluster-view")
+        self._handoff_task = asyncio.create_task(self._listen_handoffs(), name="cluster-handoffs")
 
     async def stop(self) -> None:
         """Let every role go (its connection closed, its loop stopped), then leave the cluster."""
         if self._stopped:
             return
         self._stopped = True
-        if self._view_task is not None:
-            self._view_task.cancel()
-            await asyncio.gather(self._view_task, return_exceptions=True)
+        for loop in (self._view_task, self._handoff_task):
+            if loop is not None:
+                loop.cancel()
+                await asyncio.gather(loop, return_exceptions=True)
         await self.node.stop()  # on_lost for each role held, run before it returns
         if self.cron_sync is not None:
             await self.cron_sync.stop()
@@ -130,7 +141,8 @@ class ClusterDuties:
         log.info("cluster.role_acquired", role=role)
         if role in self.adapter_roles:
             # the connection, and the recovery of its platform's replies: only a connected node can send them
-            self._spawn(role, asyncio.gather(self._supervise(role), self._recover_ledger((role,))))
+            self._spawn(role, asyncio.gather(self._supervise(role), self._recover_ledger((role,)),
+                                             self._take_handoffs(role)))
         elif role == SCHEDULER and self._runtime.scheduler is not None:
             await self._runtime.scheduler.start()
         elif role == LEDGER:  # the platforms every node connects to (webhooks, the HTTP API)
@@ -176,6 +188,61 @@ class ClusterDuties:
                 except Exception:
                     log.exception("delivery.recovery_failed", adapter=name)
             await asyncio.sleep(self.node.config.heartbeat)
+
+    # -- handoffs ---------------------------------------------------------------------------
+
+    def _served_elsewhere(self, target: str) -> bool:
+        """A handoff to ``target`` is for another node: its connection is a role this node
+        is not connected to (held elsewhere, or by nobody yet)."""
+        return target in self.adapter_roles and not self._adapters[target].ready.is_set()
+
+    async def _lane_elsewhere(self, key: str) -> bool:
+        """Whether another live node serves ``key`` now (its lane is busy there)."""
+        try:
+            lease = await self.node.store.read(partial(pc.holder, kind="lane", name=key))
+        except _DOWN:
+            return False
+        return lease is not None and lease.node_id != self.node.node_id
+
+    async def _take_handoffs(self, role: str) -> None:
+        """While this node holds ``role``: the handoffs to it other nodes left pending, when
+        their NOTIFY says so and at each heartbeat (a NOTIFY missed), once connected."""
+        wake = self._handoff_wake.setdefault(role, asyncio.Event())
+        adapter, handoffs = self._adapters[role], self._runtime.handoffs
+        try:
+            while True:
+                wake.clear()  # before the poll: a NOTIFY during it asks for another one
+                if adapter.ready.is_set():
+                    try:
+                        if taken := await handoffs.take(role):
+                            log.info("cluster.handoffs_taken", role=role, count=taken)
+                    except _DOWN:
+                        pass
+                    except Exception:
+                        log.exception("cluster.handoffs_take_failed", role=role)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), self.node.config.heartbeat)
+        finally:
+            self._handoff_wake.pop(role, None)
+
+    async def _listen_handoffs(self) -> None:
+        backoff = 0.2
+        while True:
+            try:
+                async for note in pc.handoff_wakeups(self.node.store):
+                    backoff = 0.2
+                    if note.state == "pending" or not note.handoff_id:
+                        for role, wake in self._handoff_wake.items():
+                            if not note.target or role == note.target:
+                                wake.set()
+                    else:
+                        self._runtime.handoffs.woken(note.handoff_id)
+            except _DOWN:
+                pass
+            except Exception:
+                log.exception("cluster.handoff_listen_failed")
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.node.config.heartbeat)
 
     # -- lanes (the Lanes' gate) ------------------------------------------------------------
 

@@ -29,6 +29,9 @@ class Job:
     source_key: str
     target: str
     home: HomeChannel
+    #: this node tells the source chat how it ended (and holds it meanwhile); False on the node
+    #: that runs another node's request (``remote``), where the requester tells it
+    tell: bool = True
 
 
 @dataclass

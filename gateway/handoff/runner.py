@@ -39,6 +39,7 @@ from gateway.errors import HandoffRefusedError
 from gateway.handoff import store as rows
 from gateway.handoff.job import Job, Progress, TurnRunner, synthetic_prompt
 from gateway.handoff.marker import HANDOFF_DONE_PREFIX
+from gateway.handoff.remote import ClusterHandoffs, done_text, failed_text, unclaimed_reason, where_text
 from gateway.logs import redact
 from gateway.routing.home_channels import HomeChannel
 from gateway.routing.services import Services
@@ -55,8 +56,9 @@ log = structlog.get_logger("hermes.handoff")
 STOP_GRACE = 5.0
 #: platforms that only answer requests and cannot host a conversation
 _REQUEST_ONLY = frozenset({"api-server", "cli"})
+_STILL_WRITING = "A reply is still being written. Wait for it to finish (or /stop it), then /handoff again."
 
-class HandoffRunner:
+class HandoffRunner(ClusterHandoffs):
     def __init__(self, services: Services, run_turn: TurnRunner, *, timeout: float) -> None:
         self._services = services
         self._run_turn = run_turn
@@ -67,6 +69,7 @@ class HandoffRunner:
         #: source key -> target platform, while its handoff is in flight
         self._holding: dict[str, str] = {}
         self._closed = False
+        self._init_cluster()
 
     @property
     def running(self) -> int:
@@ -99,6 +102,9 @@ class HandoffRunner:
             timer.cancel()
         if not self._tasks:
             return
+        for task in self._tasks:
+            if task.get_name().startswith("handoff-wait:"):
+                task.cancel()  # another node's work to wait for: nothing here to let finish
         _, stuck = await asyncio.wait(list(self._tasks), timeout=STOP_GRACE)
         for task in stuck:
             task.cancel()
@@ -135,14 +141,14 @@ class HandoffRunner:
             problem = None
         if problem:
             raise HandoffRefusedError(f"Cannot hand off to {target}: {problem}.")
+        if self.lane_elsewhere is not None and await self.lane_elsewhere(source_key):
+            raise HandoffRefusedError(_STILL_WRITING)  # this chat's turn runs on another node
         # From the busy check to taking the hold there is no await: a message of
         # this chat either runs before (and /handoff is refused) or is refused after.
         if source_key in self._holding:
             raise HandoffRefusedError("This session is already being handed off; wait for that to finish.")
         if s.lanes.busy(source_key):
-            raise HandoffRefusedError(
-                "A reply is still being written. Wait for it to finish (or /stop it), then /handoff again."
-            )
+            raise HandoffRefusedError(_STILL_WRITING)
         self._holding[source_key] = target
         try:
             handoff_id, session_id = await self._insert(source, source_key, target, home)
@@ -153,7 +159,11 @@ class HandoffRunner:
         if announce is not None:
             with contextlib.suppress(Exception):
                 await announce()
-        self._spawn(self._run(job), f"handoff:{handoff_id}")
+        if self.remote(target):  # another node holds the target's connection: it claims the row
+            self._spawn(self._await_remote(job), f"handoff-wait:{handoff_id}")
+        else:
+            self._local.add(handoff_id)
+            self._spawn(self._run(job), f"handoff:{handoff_id}")
         timer = asyncio.get_running_loop().call_later(self._timeout, self._expire_soon, handoff_id)
         self._timers[handoff_id] = timer
         log.info("handoff.requested", handoff_id=handoff_id, session_id=session_id, session_key=source_key,
@@ -195,9 +205,12 @@ class HandoffRunner:
     async def expire(self, handoff_id: int) -> bool:
         """The pending timeout: fail the row only if nobody claimed it yet. A claimed or
         finished row is never touched. True if this call failed it."""
-        failed = bool(await self._services.store.write(
-            lambda c: rows.fail_if_pending(c, handoff_id, "timed out waiting for the gateway to pick it up")
-        ))
+        reason = "timed out waiting for the gateway to pick it up"
+        if handoff_id in self._woken:  # another node was to claim it: say which connection was missing
+            target = await self._services.store.read(lambda c: rows.get(c, handoff_id))
+            reason = unclaimed_reason(target.target_platform if target is not None else "the platform")
+        failed = bool(await self._services.store.write(lambda c: rows.fail_if_pending(c, handoff_id, reason)))
+        self.woken(handoff_id)
         if failed:
             log.warning("handoff.pending_timeout", handoff_id=handoff_id)
         else:
@@ -213,9 +226,10 @@ class HandoffRunner:
                 await self._claim_and_transfer(job)
             finally:
                 self._release(job)
+                self._local.discard(job.handoff_id)
 
     def _release(self, job: Job) -> None:
-        if self._holding.get(job.source_key) == job.target:
+        if job.tell and self._holding.get(job.source_key) == job.target:
             del self._holding[job.source_key]
 
     async def _claim_and_transfer(self, job: Job) -> None:
@@ -256,12 +270,7 @@ class HandoffRunner:
         await s.index.unbind(job.source_key, job.session_id)
         log.info("handoff.completed", target=job.target, target_key=target_key)
         self._release(job)
-        await self._tell_source(
-            job,
-            f"{HANDOFF_DONE_PREFIX}: handed off to {job.target}. The session \"{title}\" now continues "
-            f"in {where}.\nNew messages here start a fresh session. To come back to this one, send:\n"
-            f"/resume {title}",
-        )
+        await self._tell_source(job, done_text(job.target, title, where))
 
     async def _transfer(self, job: Job, progress: Progress) -> tuple[str, str, str]:
         """Thread, binding, synthetic turn. Raises with a readable reason on failure."""
@@ -301,9 +310,7 @@ class HandoffRunner:
         delivered = await self._run_turn(where_msg, key, where_msg.text, prepare=bind)
         if not delivered:
             raise RuntimeError(await self._send_failure_reason(key, job.target))
-        where = f"a new thread of the {job.target} home channel" if thread_id != home.thread_id \
-            else f"the {job.target} home channel"
-        return key, title, where
+        return key, title, where_text(job.target, home, thread_id)
 
     async def _send_failure_reason(self, key: str, target: str) -> str:
         error = await self._services.store.read(lambda c: outbound.last_failure(c, key))
@@ -340,10 +347,7 @@ class HandoffRunner:
         log.warning("handoff.failed", reason=reason, marked=marked, target_key=progress.target_key,
                     restored=restored)
         self._release(job)
-        await self._tell_source(
-            job,
-            f"Handoff failed: {reason}.\nYour session here is intact; try /handoff {job.target} again.",
-        )
+        await self._tell_source(job, failed_text(reason, job.target))
 
     async def _undo(self, job: Job, reason: str, progress: Progress, mark: bool) -> tuple[bool, bool]:
         s = self._services
@@ -359,6 +363,8 @@ class HandoffRunner:
         return marked, restored
 
     async def _tell_source(self, job: Job, text: str) -> None:
+        if not job.tell:
+            return  # another node's request: it tells its chat when it sees the row end
         src = job.source
         with contextlib.suppress(Exception):
             await self._services.delivery.send(

@@ -231,7 +231,7 @@ class Router:
     async def _refused_during_handoff(self, msg: InboundMessage, key: str, claim: _Claim) -> bool:
         """While this chat's session is being handed off, nothing else may run on it
         (a turn would interleave with the synthetic one; /new would end it)."""
-        target = self._handoffs.in_flight(key)
+        target = await self._handoffs.held(key)
         if target is None:
             return False
         log.info("router.refused_during_handoff", target=target)

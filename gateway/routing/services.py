@@ -54,6 +54,9 @@ class Handoffs(Protocol):
     def in_flight(self, source_key: str) -> str | None:
         """The platform this key's session is being handed off to right now, if any."""
 
+    async def held(self, source_key: str) -> str | None:
+        """``in_flight``, and on several nodes any node's handoff of this key (its row)."""
+
     async def request(self, source: InboundMessage, source_key: str, target: str, *,
                       announce: Callable[[], Awaitable[None]] | None = None) -> str:
         """Validate and start a handoff; raises HandoffRefusedError with the reason."""

@@ -12,6 +12,7 @@ every family's, composed by the caller into one ``PgStore.write``:
   that lost a lease without knowing cannot commit work under it.
 - **inbox** (``_cluster_inbox``): a message that reached a node not owning its key, for the
   owner; see there.
+- **handoff wake-ups** (``_cluster_handoffs``): /handoff's rows' news between nodes; see there.
 
 Expiry is always the database's clock (``now()``): nodes' clocks may disagree, the server's is
 one. Concurrency is PostgreSQL's: an acquire is one ``INSERT … ON CONFLICT DO UPDATE … WHERE``
@@ -24,6 +25,7 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from ._cluster_handoffs import HANDOFF_CHANNEL, HandoffNote, handoff_wakeups
 from ._cluster_inbox import (
     INBOX_CHANNEL,
     InboxRow,
@@ -38,7 +40,9 @@ from ._cluster_inbox import (
 from ._conn import PgConnection
 
 __all__ = [
+    "HANDOFF_CHANNEL",
     "INBOX_CHANNEL",
+    "HandoffNote",
     "InboxRow",
     "Lease",
     "LeaseKind",
@@ -48,6 +52,7 @@ __all__ = [
     "claim_inbox",
     "db_now",
     "finish_inbox",
+    "handoff_wakeups",
     "hold_lease",
     "holder",
     "inbox_wakeups",

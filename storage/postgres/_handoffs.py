@@ -22,6 +22,9 @@ from ._conn import PgConnection
 
 #: the columns a state change may also set
 TARGET_COLUMNS = ("target_chat_id", "target_thread_id", "target_key")
+#: a ``HandoffRow``'s columns, in its order
+_COLUMNS = ("id, session_id, source_key, source_platform, target_platform, state, error, target_chat_id, "
+            "target_thread_id, target_key")
 
 
 def insert_pending(conn: PgConnection, *, session_id: str, source_key: str, source_platform: str,
@@ -69,10 +72,28 @@ def set_state_of_all(conn: PgConnection, *, to: str, only_from: Iterable[str], e
     return cur.rowcount
 
 
+def pending_for(conn: PgConnection, target_platform: str) -> list[HandoffRow]:
+    """The rows waiting for a node connected to ``target_platform`` to claim them, oldest first."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM gateway_handoffs WHERE target_platform = %s AND state = 'pending' ORDER BY id",
+        (target_platform,),
+    ).fetchall()
+    return [HandoffRow(*tuple(r)) for r in rows]
+
+
+def live_target(conn: PgConnection, source_key: str) -> str | None:
+    """The platform a handoff from this chat's key is under way to (pending or claimed), if any."""
+    row = conn.execute(
+        "SELECT target_platform FROM gateway_handoffs WHERE source_key = %s AND state IN ('pending', 'claimed') "
+        "ORDER BY id DESC LIMIT 1",
+        (source_key,),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
 def get(conn: PgConnection, handoff_id: int) -> HandoffRow | None:
     row = conn.execute(
-        "SELECT id, session_id, source_key, source_platform, target_platform, state, error, target_chat_id, "
-        "target_thread_id, target_key FROM gateway_handoffs WHERE id = %s",
+        f"SELECT {_COLUMNS} FROM gateway_handoffs WHERE id = %s",
         (handoff_id,),
     ).fetchone()
     return None if row is None else HandoffRow(*tuple(row))

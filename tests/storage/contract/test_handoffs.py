@@ -84,7 +84,52 @@ async def test_a_session_may_hand_off_again_once_its_handoff_ended(db: Db) -> No
     assert third is not None
 
 
+async def test_pending_rows_per_target_and_the_live_target_of_a_source_key(db: Db) -> None:
+    h = db.m.handoffs
+    assert await db.read(partial(h.pending_for, target_platform="telegram")) == []
+    assert await db.read(partial(h.live_target, source_key="src")) is None
+    first = await db.write(partial(_insert, db.m, session_id="s1"))
+    second = await db.write(partial(_insert, db.m, session_id="s2"))
+    assert first is not None and second is not None
+    other = await db.write(lambda c: h.insert_pending(
+        c, session_id="s3", source_key="elsewhere", source_platform="api-server", source_chat_id="a",
+        source_thread_id=None, target_platform="discord", target_chat_id="9", now=T0))
+    assert [r.id for r in await db.read(partial(h.pending_for, target_platform="telegram"))] == [first, second]
+    assert [r.id for r in await db.read(partial(h.pending_for, target_platform="discord"))] == [other]
+    assert await db.read(partial(h.live_target, source_key="src")) == "telegram"
+    assert await db.read(partial(h.live_target, source_key="elsewhere")) == "discord"
+    assert await db.write(partial(_claim, db.m, handoff_id=first))
+    # claimed: no longer waiting for a claim, still live for its source
+    assert [r.id for r in await db.read(partial(h.pending_for, target_platform="telegram"))] == [second]
+    assert await db.write(partial(h.set_state_of_all, to="failed", only_from=("pending", "claimed"),
+                                  error="x", now=T0 + 2)) == 3
+    assert await db.read(partial(h.pending_for, target_platform="telegram")) == []
+    assert await db.read(partial(h.live_target, source_key="src")) is None
+
+
 # ------------------------------------------------------------------ several nodes (PostgreSQL)
+
+
+async def test_a_handoff_row_notifies_its_news_at_commit(pg_url: str) -> None:
+    """Migration 0011's trigger: an insert and every change of state wake the listeners, once
+    committed; a rolled-back insert says nothing."""
+    async with PgStore(pg_url) as listener, PgStore(pg_url) as store:
+        notes = pg_backend.cluster.handoff_wakeups(listener)
+        first = await anext(notes)
+        assert first == pg_backend.cluster.HandoffNote("", 0, "")  # listening: poll now
+
+        def rolled_back(conn: Any) -> None:
+            _insert(pg_backend, conn, "gone")
+            raise RuntimeError("rolled back")
+
+        with pytest.raises(RuntimeError):
+            await store.write(rolled_back)
+        hid = await store.write(partial(_insert, pg_backend, session_id="s1"))
+        assert hid is not None
+        assert await asyncio.wait_for(anext(notes), 10) == pg_backend.cluster.HandoffNote("telegram", hid, "pending")
+        assert await store.write(partial(_claim, pg_backend, handoff_id=hid))
+        assert await asyncio.wait_for(anext(notes), 10) == pg_backend.cluster.HandoffNote("telegram", hid, "claimed")
+        await notes.aclose()
 
 
 async def _second_waits_for_first(pg_url: str, first_op: Callable[[Any], Any],
