@@ -12,7 +12,9 @@ locks, unique constraints and ``SKIP LOCKED`` claims do what the one writer task
 state.db. A transaction that loses a serialization race or a deadlock is run again (bounded);
 a connection found dead before the transaction began is replaced and the transaction run on a
 fresh one; a server that cannot be reached raises ``StorageUnavailableError`` — nothing half
-written, and the caller decides (an inbound update stays unacknowledged).
+written, and the caller decides (an inbound update stays unacknowledged). Once the pool could
+not get a connection in time, later transactions wait a second for one, not the whole connect
+timeout, until one gets through: the server's absence is answered quickly, a blip is waited out.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ log = structlog.get_logger("hermes.storage.postgres")
 
 _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _ATTEMPTS = 5
+#: how long a transaction waits for a connection once the pool could not get one in time
+_AWAY_WAIT = 1.0
 
 
 class PgStore(StoreDoor):
@@ -79,6 +83,8 @@ class PgStore(StoreDoor):
         self._pool: ConnectionPool | None = None
         self._executor: ThreadPoolExecutor | None = None
         self.migrated: list[int] = []
+        #: the last wait for a connection timed out (the server is away): wait ``_AWAY_WAIT`` only
+        self._away = False
 
     async def open(self) -> None:
         await asyncio.to_thread(self._open_sync)
@@ -189,7 +195,10 @@ class PgStore(StoreDoor):
         begin = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY" if readonly else "BEGIN"
         for attempt in range(1, _ATTEMPTS + 1):
             try:
-                with self.pool.connection() as conn:
+                # while the pool cannot reach the server, a transaction waits a second for a
+                # connection, not the whole connect timeout: a request makes several, and its
+                # caller (an HTTP client, a webhook) gives up long before they all time out
+                with self.pool.connection(timeout=_AWAY_WAIT if self._away else None) as conn:
                     try:
                         conn.execute(begin)
                     except psycopg.OperationalError:
@@ -197,6 +206,7 @@ class PgStore(StoreDoor):
                         if attempt == _ATTEMPTS:
                             raise
                         continue
+                    self._away = False
                     try:
                         result = fn(conn)
                         conn.execute("COMMIT")
@@ -214,6 +224,8 @@ class PgStore(StoreDoor):
             except PoolClosed:
                 raise StorageClosedError("the database pool is closed") from None
             except (psycopg.OperationalError, PoolTimeout) as exc:
+                if isinstance(exc, PoolTimeout):
+                    self._away = True
                 raise StorageUnavailableError(f"the database at {self.url.redacted} is unavailable: {_why(exc)}") from None
         raise AssertionError("unreachable")
 
