@@ -89,7 +89,9 @@ async def test_stopping_the_daemon_kills_a_running_command_and_its_children(
         asking = asyncio.create_task(gw.ask("run it"))
         workspace = home / "workspace"
         for _ in range(500):
-            if (workspace / "child.pid").exists() and (workspace / "shell.pid").exists():
+            # the shell writes them with `echo … >`: a file exists (empty) before it holds the pid
+            if all((workspace / name).exists() and (workspace / name).read_text().strip()
+                   for name in ("shell.pid", "child.pid")):
                 break
             await asyncio.sleep(0.02)
         pids = [int((workspace / name).read_text()) for name in ("shell.pid", "child.pid")]
@@ -110,7 +112,9 @@ async def test_stop_kills_the_running_command_and_the_chat_goes_on(tmp_path: Pat
         asking = asyncio.create_task(gw.ask("run it"))
         workspace = home / "workspace"
         for _ in range(500):
-            if (workspace / "child.pid").exists() and (workspace / "shell.pid").exists():
+            # the shell writes them with `echo … >`: a file exists (empty) before it holds the pid
+            if all((workspace / name).exists() and (workspace / name).read_text().strip()
+                   for name in ("shell.pid", "child.pid")):
                 break
             await asyncio.sleep(0.02)
         pids = [int((workspace / name).read_text()) for name in ("shell.pid", "child.pid")]
