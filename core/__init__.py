@@ -7,7 +7,9 @@ Its names load on first use (PEP 562): a part of the gateway that needs only ``c
 (the command line, for the error tree) does not load the agent and its libraries.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._background import BackgroundTasks
@@ -79,56 +81,47 @@ __all__ = [
 ]
 
 _WHERE = {
-    "Agent": "agent",
-    "AgentHost": "agent",
-    "AgentRuntime": "runtime",
-    "AgentSettings": "_settings",
-    "AnswerListener": "streaming",
-    "AnswerOp": "agent",
-    "BackgroundTasks": "_background",
-    "ChatResult": "llm",
-    "CompressOutcome": "compression",
-    "CompressionError": "errors",
-    "HermesAgent": "agent",
-    "MemoryLimitError": "memory",
-    "MemorySnapshot": "memory",
-    "MemoryStore": "memory",
-    "MemoryStoreError": "memory",
-    "MemoryUpdate": "memory",
-    "ModelAuthError": "errors",
-    "ModelChoice": "model_choice",
-    "ModelClient": "llm",
-    "ModelContextLengthError": "errors",
-    "ModelError": "errors",
-    "ModelNotConfiguredError": "errors",
-    "ModelPrices": "model_choice",
-    "ModelRateLimitError": "errors",
-    "ModelRejectedError": "errors",
-    "ModelResponseError": "errors",
-    "ModelSettings": "llm",
-    "ModelTimeoutError": "errors",
-    "ModelUnavailableError": "errors",
-    "QuestionOp": "agent",
-    "SkillError": "skills",
-    "SkillMeta": "skills",
-    "SkillNeeds": "skills",
-    "SkillNotFoundError": "skills",
-    "SkillStore": "skills",
-    "TurnRequest": "agent",
-    "TurnResult": "agent",
-    "Usage": "llm",
-    "apply_prompt_caching": "prompt",
-    "build_system_prompt": "prompt",
-    "estimate_tokens": "compression",
+    "Agent": "core.agent",
+    "AgentHost": "core.agent",
+    "AgentRuntime": "core.runtime",
+    "AgentSettings": "core._settings",
+    "AnswerListener": "core.streaming",
+    "AnswerOp": "core.agent",
+    "BackgroundTasks": "core._background",
+    "ChatResult": "core.llm",
+    "CompressOutcome": "core.compression",
+    "CompressionError": "core.errors",
+    "HermesAgent": "core.agent",
+    "MemoryLimitError": "core.memory",
+    "MemorySnapshot": "core.memory",
+    "MemoryStore": "core.memory",
+    "MemoryStoreError": "core.memory",
+    "MemoryUpdate": "core.memory",
+    "ModelAuthError": "core.errors",
+    "ModelChoice": "core.model_choice",
+    "ModelClient": "core.llm",
+    "ModelContextLengthError": "core.errors",
+    "ModelError": "core.errors",
+    "ModelNotConfiguredError": "core.errors",
+    "ModelPrices": "core.model_choice",
+    "ModelRateLimitError": "core.errors",
+    "ModelRejectedError": "core.errors",
+    "ModelResponseError": "core.errors",
+    "ModelSettings": "core.llm",
+    "ModelTimeoutError": "core.errors",
+    "ModelUnavailableError": "core.errors",
+    "QuestionOp": "core.agent",
+    "SkillError": "core.skills",
+    "SkillMeta": "core.skills",
+    "SkillNeeds": "core.skills",
+    "SkillNotFoundError": "core.skills",
+    "SkillStore": "core.skills",
+    "TurnRequest": "core.agent",
+    "TurnResult": "core.agent",
+    "Usage": "core.llm",
+    "apply_prompt_caching": "core.prompt",
+    "build_system_prompt": "core.prompt",
+    "estimate_tokens": "core.compression",
 }
 
-
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f"{__name__}.{where}"), name)
-    globals()[name] = value  # once: later lookups find it without this function
-    return value
+__getattr__ = lazy_names(__name__, _WHERE)

@@ -4,8 +4,9 @@ the command line and the terminal chat use.
 The server's names load on first use: a command-line call needs only the client, and the
 server would bring every platform's library with it (a second of start-up per command)."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from core.lazy import lazy_names
 from gateway.control.client import ChatConnection, call, call_sync, socket_path
 
 if TYPE_CHECKING:
@@ -13,12 +14,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ChatConnection", "ControlServer", "GatewayView", "call", "call_sync", "gateway_status", "socket_path"]
 
-_SERVER = frozenset({"ControlServer", "GatewayView", "gateway_status"})
+_WHERE = dict.fromkeys(("ControlServer", "GatewayView", "gateway_status"), "gateway.control.server")
 
-
-def __getattr__(name: str) -> Any:
-    if name in _SERVER:
-        from gateway.control import server
-
-        return getattr(server, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_names(__name__, _WHERE)

@@ -4,7 +4,9 @@ adapter supervision, systemd readiness and state, and the bounded stop.
 Its names load on first use: the command line imports ``gateway.daemon.settings`` without
 building a daemon, and the daemon's modules bring every platform's library with them."""
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gateway.daemon.build import Runtime, build_runtime, default_agent_maker
@@ -12,14 +14,8 @@ if TYPE_CHECKING:
 
 __all__ = ["AdapterState", "Gateway", "Runtime", "build_runtime", "default_agent_maker"]
 
-_WHERE = {"Runtime": "build", "build_runtime": "build", "default_agent_maker": "build",
-          "AdapterState": "runner", "Gateway": "runner"}
+_WHERE = {"Runtime": "gateway.daemon.build", "build_runtime": "gateway.daemon.build",
+          "default_agent_maker": "gateway.daemon.build", "AdapterState": "gateway.daemon.runner",
+          "Gateway": "gateway.daemon.runner"}
 
-
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f"gateway.daemon.{where}"), name)
+__getattr__ = lazy_names(__name__, _WHERE)

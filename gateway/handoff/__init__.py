@@ -3,7 +3,9 @@
 Its names load on first use (PEP 562): the terminal chat needs only the done-marker.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gateway.handoff.job import TurnRunner
@@ -17,13 +19,4 @@ _WHERE = {
     "TurnRunner": "gateway.handoff.job",
 }
 
-
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value  # once: later lookups find it without this function
-    return value
+__getattr__ = lazy_names(__name__, _WHERE)

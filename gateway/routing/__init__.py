@@ -4,7 +4,9 @@ the chat's lane, the turn and the delivery of its reply (see ARCHITECTURE.md).
 Its names load on first use (PEP 562): a module that needs one part (the terminal chat, a\ncommand-line call) does not load the router and, through it, the agent.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gateway.routing.approvals import Approvals, PendingApproval, TurnApprover
@@ -80,13 +82,4 @@ _WHERE = {
     "parse_command": "gateway.routing.commands",
 }
 
-
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value  # once: later lookups find it without this function
-    return value
+__getattr__ = lazy_names(__name__, _WHERE)

@@ -8,9 +8,6 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
-import psycopg
-
-from ..errors import StorageUnavailableError
 from ._store import PgStore
 
 #: the NOTIFY channel; a notification's payload is ``"<target platform>\t<id>\t<state>"``
@@ -27,23 +24,13 @@ class HandoffNote:
 
 
 async def handoff_wakeups(store: PgStore) -> AsyncGenerator[HandoffNote, None]:
-    """A ``HandoffNote`` for each handoff row inserted or moved, on a connection of its own. The
-    first is ``HandoffNote("", 0, "")``: what changed before LISTEN may have been missed. Raises
-    ``StorageUnavailableError`` when the connection is lost (the caller listens again, and polls)."""
-    conn = await store.listen_connection()
-    try:
-        await conn.execute(f"LISTEN {HANDOFF_CHANNEL}")
-        yield HandoffNote("", 0, "")
-        async for note in conn.notifies():
-            target, _, rest = note.payload.partition("\t")
-            handoff_id, _, state = rest.partition("\t")
-            if handoff_id.isdigit():
-                yield HandoffNote(target, int(handoff_id), state)
-        raise StorageUnavailableError("the database closed the listening connection")
-    except psycopg.OperationalError as exc:
-        raise StorageUnavailableError(f"lost the listening connection: {' '.join(str(exc).split())[:200]}") from None
-    finally:
-        try:
-            await conn.close()
-        except psycopg.Error:
-            pass
+    """A ``HandoffNote`` for each handoff row inserted or moved (``PgStore.notifications``). The
+    first is ``HandoffNote("", 0, "")``, once LISTEN is in place: the caller polls then."""
+    async for payload in store.notifications(HANDOFF_CHANNEL):
+        if payload is None:
+            yield HandoffNote("", 0, "")
+            continue
+        target, _, rest = payload.partition("\t")
+        handoff_id, _, state = rest.partition("\t")
+        if handoff_id.isdigit():
+            yield HandoffNote(target, int(handoff_id), state)

@@ -16,9 +16,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import psycopg
-
-from ..errors import StorageUnavailableError
 from ._conn import PgConnection
 from ._store import PgStore
 
@@ -141,22 +138,11 @@ def sweep_inbox(conn: PgConnection, *, done_for: float) -> int:
 
 
 async def inbox_wakeups(store: PgStore) -> AsyncIterator[tuple[str, str]]:
-    """``(owner node, session key)`` for each hand-off NOTIFY, on a connection of its own. The
-    first item is ``("", "")``, once LISTEN is in place: what was written before it may have
-    been missed, so the caller polls then. Raises ``StorageUnavailableError`` when the
-    connection is lost (the caller listens again, and polls)."""
-    conn = await store.listen_connection()
-    try:
-        await conn.execute(f"LISTEN {INBOX_CHANNEL}")
-        yield "", ""
-        async for note in conn.notifies():
-            owner, _, key = note.payload.partition("\t")
+    """``(owner node, session key)`` for each hand-off NOTIFY (``PgStore.notifications``); the
+    first item is ``("", "")``, once LISTEN is in place: the caller polls then."""
+    async for payload in store.notifications(INBOX_CHANNEL):
+        if payload is None:
+            yield "", ""
+        else:
+            owner, _, key = payload.partition("\t")
             yield owner, key
-        raise StorageUnavailableError("the database closed the listening connection")
-    except psycopg.OperationalError as exc:
-        raise StorageUnavailableError(f"lost the listening connection: {' '.join(str(exc).split())[:200]}") from None
-    finally:
-        try:
-            await conn.close()
-        except psycopg.Error:
-            pass

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-import psycopg
-
-from ..errors import StorageUnavailableError
 from ._store import PgStore
 
 __all__ = ["CRON_CHANNEL", "cron_wakeups"]
@@ -22,22 +19,11 @@ CRON_CHANNEL = "hermes_cron"
 
 
 async def cron_wakeups(store: PgStore) -> AsyncIterator[str]:
-    """A changed job's id for each NOTIFY, on a connection of its own. The first item is ``""``,
+    """A changed job's id for each NOTIFY (``PgStore.notifications``). The first item is ``""``,
     once LISTEN is in place: what changed before it may have been missed, so the caller reads
-    every job then. Raises ``StorageUnavailableError`` when the connection is lost (the caller
-    listens again, and reads every job again)."""
-    conn = await store.listen_connection()
-    try:
-        await conn.execute(f"LISTEN {CRON_CHANNEL}")
-        yield ""
-        async for note in conn.notifies():
-            if note.payload:
-                yield note.payload
-        raise StorageUnavailableError("the database closed the listening connection")
-    except psycopg.OperationalError as exc:
-        raise StorageUnavailableError(f"lost the listening connection: {' '.join(str(exc).split())[:200]}") from None
-    finally:
-        try:
-            await conn.close()
-        except psycopg.Error:
-            pass
+    every job then (and again after each reconnect)."""
+    async for payload in store.notifications(CRON_CHANNEL):
+        if payload is None:
+            yield ""
+        elif payload:
+            yield payload

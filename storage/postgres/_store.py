@@ -23,7 +23,7 @@ import asyncio
 import importlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -235,6 +235,26 @@ class PgStore(StoreDoor):
             return bool(await self.read(_select_one))
         except (StorageUnavailableError, StorageClosedError):
             return False
+
+    async def notifications(self, channel: str) -> AsyncIterator[str | None]:
+        """Each NOTIFY payload on ``channel``, on a connection of its own. The first item is None,
+        once LISTEN is in place: what was sent before it may have been missed, so the caller
+        polls (or reads everything) then. Raises ``StorageUnavailableError`` when the connection
+        is lost: the caller listens again, and polls again."""
+        conn = await self.listen_connection()
+        try:
+            await conn.execute(f"LISTEN {channel}")
+            yield None
+            async for note in conn.notifies():
+                yield note.payload
+            raise StorageUnavailableError("the database closed the listening connection")
+        except psycopg.OperationalError as exc:
+            raise StorageUnavailableError(f"lost the listening connection: {_why(exc)[:200]}") from None
+        finally:
+            try:
+                await conn.close()
+            except psycopg.Error:
+                pass
 
     async def listen_connection(self) -> psycopg.AsyncConnection[Any]:
         """A connection of its own, outside the pool, for ``LISTEN`` (it stays open and idle)."""

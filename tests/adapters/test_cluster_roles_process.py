@@ -6,9 +6,7 @@ holds the connection (its role); ``kill -9`` of it moves the connection to the o
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -21,7 +19,8 @@ from tests.emulators.fake_slack import APP_TOKEN, BOT_TOKEN, SIGNING_SECRET, Fak
 from tests.fakes.openai_server import FakeOpenAI
 from tests.gateway.conftest import free_port, write_config
 
-from ._telegram_process import QUIET, ROOT, until
+from ._daemon_process import daemon_process
+from ._telegram_process import QUIET, until
 from .conftest import daemon_config
 from .telegram._cluster import wait_cluster
 
@@ -37,19 +36,8 @@ async def node_daemon(home: Path, platform: str, section: dict[str, Any], env: d
                          "logging": {"level": "info"}},
                         {"storage": {"url": pg_url}, "cluster": {"node_id": node, "failover_s": 3}})
     write_config(home, cfg, env)
-    clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("HERMES_", "API_SERVER", "TELEGRAM_", "DISCORD_", "SLACK_"))}
-    clean.update(HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
-    log = open(home / "daemon.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=clean,  # noqa: ASYNC220
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
+    async with daemon_process(home) as proc:
         yield proc
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            await asyncio.to_thread(proc.wait, 30)
-        log.close()
 
 
 def holders(view: dict[str, Any], role: str) -> list[str]:

@@ -9,7 +9,9 @@ readable), ``_fetch_tool`` and ``_search`` (the two tools), ``_toolset``.
 Its names load on first use (PEP 562): the error tree needs UrlRefusedError only, not the\nHTTP client the tools bring.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from core.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._fetch_tool import HEADER_ROOM
@@ -37,13 +39,4 @@ _WHERE = {
     "web_tools": "core.tools.web._toolset",
 }
 
-
-def __getattr__(name: str) -> Any:
-    where = _WHERE.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(where), name)
-    globals()[name] = value  # once: later lookups find it without this function
-    return value
+__getattr__ = lazy_names(__name__, _WHERE)

@@ -19,7 +19,8 @@ from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 from tests.pg.server import PgServer
 
-from .._telegram_process import ROOT, telegram_daemon, until
+from .._daemon_process import ROOT
+from .._telegram_process import telegram_daemon, until
 from ._cluster import NODES, answers, delivered, pollers, stored, wait_cluster
 
 

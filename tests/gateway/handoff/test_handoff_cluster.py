@@ -10,9 +10,6 @@ refuses the chat's turns."""
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
@@ -25,7 +22,8 @@ from gateway.handoff.job import Job
 from gateway.routing.home_channels import HomeChannel
 from storage.postgres import PgStore
 from storage.postgres import home_channels as pg_home_channels
-from tests.adapters._telegram_process import QUIET, ROOT, until
+from tests.adapters._daemon_process import daemon_process
+from tests.adapters._telegram_process import QUIET, until
 from tests.adapters.conftest import daemon_config, serve_gateway, telegram_config
 from tests.adapters.discord.test_adapter import discord_config, in_channel
 from tests.adapters.telegram._cluster import answers, wait_cluster
@@ -48,19 +46,8 @@ async def discord_node(home: Path, fake: FakeDiscord, model: FakeOpenAI, pg_url:
                         {"agent": QUIET, "gateway": {"busy_ack": False, "typing_delay": 0}, "logging": {"level": "info"},
                          "storage": {"url": pg_url}, "cluster": {"node_id": node, "failover_s": 3}, **sections})
     write_config(home, cfg, {"DISCORD_BOT_TOKEN": fake.token, "DISCORD_ALLOWED_USERS": fake.user["id"], **(env or {})})
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("HERMES_", "API_SERVER", "DISCORD_", "TELEGRAM_"))}
-    env.update(HERMES_HOME=str(home), PYTHONPATH=str(ROOT))
-    log = open(home / "daemon.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "gateway.cli", "run"], cwd=ROOT, env=env,  # noqa: ASYNC220
-                            stdout=log, stderr=subprocess.STDOUT)
-    try:
+    async with daemon_process(home):
         yield port
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            await asyncio.to_thread(proc.wait, 30)
-        log.close()
 
 
 def holders(view: dict[str, Any]) -> list[str]:
