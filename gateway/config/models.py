@@ -129,6 +129,9 @@ class StorageConfig(EnvSection):
     synchronous: Literal["FULL", "NORMAL"] = "FULL"
     #: seconds a committed message may wait for the search indexer while writes keep coming
     index_lag_max: float = Field(default=1.0, gt=0)
+    #: PostgreSQL: seconds a transaction waits for a database connection before the database
+    #: counts as away (then one second each, until one gets through)
+    connect_timeout: float = Field(default=10.0, ge=1, le=300)
 
 
 UnknownDm = Literal["pair", "ignore"]

@@ -94,4 +94,5 @@ def make_store(config: LoadedConfig, *, daemon: bool = True) -> Store:
     from storage.postgres import PgStore
 
     node = config.settings.cluster.effective_node_id()
-    return PgStore(url, application_name=f"hermes-gateway/{node}"[:63] if daemon else "hermes-gateway/cli")
+    return PgStore(url, connect_timeout=config.settings.storage.connect_timeout,
+                   application_name=f"hermes-gateway/{node}"[:63] if daemon else "hermes-gateway/cli")

@@ -59,7 +59,7 @@ async def test_the_database_going_away_makes_readyz_503_and_a_turn_a_clear_error
     tmp_path: Path, fake_openai: FakeOpenAI, pg_url: str, pg_server: PgServer
 ) -> None:
     db = pg_url.rsplit("/", 1)[1]
-    async with run_gateway(tmp_path / "h", fake_openai.base_url, config={"storage": {"url": pg_url}}) as gw:
+    async with run_gateway(tmp_path / "h", fake_openai.base_url, config={"storage": {"url": pg_url, "connect_timeout": 2}}) as gw:
         await _until(gw, 200)
         # the database refuses this gateway (as when its server is down) and drops what it had
         pg_server.psql(f"ALTER DATABASE {db} ALLOW_CONNECTIONS false")
