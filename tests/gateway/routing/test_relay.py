@@ -1,0 +1,76 @@
+"""Relaying through the ledger (several nodes): a node whose adapter is in standby leaves what it
+sends for the node connected to the platform, which sends it as it would have, unprefixed. Two
+``Delivery`` objects over one store stand for the two nodes; the cluster wiring and PostgreSQL
+are tested in tests/gateway/cluster and tests/adapters/telegram/test_cluster_relay.py."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+from adapters.base import OutboundMessage, SendKind
+from gateway.routing.delivery import Delivery, record_reply
+from storage import StateStore
+from tests.gateway._chat_adapter import ChatAdapter
+
+
+async def _rows(store: StateStore) -> list[tuple[Any, ...]]:
+    rows = await store.read(lambda c: c.execute("SELECT text, status, error FROM gateway_outbound ORDER BY id").fetchall())
+    return [tuple(r) for r in rows]
+
+
+async def test_a_standby_node_relays_every_kind_and_the_connected_node_sends_them_unprefixed(tmp_path: Path) -> None:
+    standby, connected = ChatAdapter(), ChatAdapter()
+    connected.ready.set()
+    async with StateStore(tmp_path / "state.db") as store:
+        here = Delivery(store, {"testchat": standby})
+        here.relays = lambda platform: platform == "testchat"
+        there = Delivery(store, {"testchat": connected})
+        assert here.relaying("testchat") and not there.relaying("testchat")
+
+        answer = OutboundMessage("testchat", "c1", "the answer", None, "m1")
+        row = await store.write(lambda c: record_reply(c, answer, "key", "s1"))  # written with the answer
+        assert await here.send(answer, session_key="key", session_id="s1", ledger_id=row)
+        assert await here.send(OutboundMessage("testchat", "c1", "a notice", kind=SendKind.NOTICE))
+        # no wait for a connection this node will never have (READY_WAIT is a minute)
+        later = here.send_when_ready(OutboundMessage("testchat", "c2", "a scheduled answer"), ready_wait=3600)
+        assert await asyncio.wait_for(later, 30)
+        assert standby.sent == []
+        assert await _rows(store) == [("the answer", "relay", None), ("a notice", "relay", None),
+                                      ("a scheduled answer", "relay", None)]
+        assert await here.recover("testchat", 3600) == 0  # a crash's recovery leaves them alone
+
+        assert await here.send_relayed("testchat") == 0  # not connected here: they wait
+        assert await there.send_relayed("testchat", batch=2) == 3
+        assert [(m.chat_id, m.text, m.reply_to) for m in connected.sent] == [
+            ("c1", "the answer", "m1"), ("c1", "a notice", None), ("c2", "a scheduled answer", None)]
+        assert [r[1] for r in await _rows(store)] == ["sent"] * 3
+        assert await there.send_relayed("testchat") == 0  # each once
+
+
+async def test_a_relayed_message_the_platform_refuses_is_marked_failed(tmp_path: Path) -> None:
+    standby, connected = ChatAdapter(), ChatAdapter()
+    connected.ready.set()
+    connected.fail_sends = 1
+    async with StateStore(tmp_path / "state.db") as store:
+        here = Delivery(store, {"testchat": standby})
+        here.relays = lambda platform: True
+        there = Delivery(store, {"testchat": connected})
+        for text in ("refused", "taken"):
+            assert await here.send(OutboundMessage("testchat", "c1", text))
+        assert await there.send_relayed("testchat") == 1
+        assert [m.text for m in connected.sent] == ["taken"]
+        assert await _rows(store) == [("refused", "failed", "ConnectionError"), ("taken", "sent", None)]
+
+
+async def test_without_the_hook_nothing_is_relayed(tmp_path: Path) -> None:
+    chat = ChatAdapter()
+    chat.ready.set()
+    async with StateStore(tmp_path / "state.db") as store:
+        delivery = Delivery(store, {"testchat": chat})
+        assert not delivery.relaying("testchat")
+        assert await delivery.send(OutboundMessage("testchat", "c1", "direct"))
+        assert [m.text for m in chat.sent] == ["direct"]
+        await delivery.aclose()
+        assert [r[1] for r in await _rows(store)] == ["sent"]
