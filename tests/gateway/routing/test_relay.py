@@ -74,3 +74,48 @@ async def test_without_the_hook_nothing_is_relayed(tmp_path: Path) -> None:
         assert [m.text for m in chat.sent] == ["direct"]
         await delivery.aclose()
         assert [r[1] for r in await _rows(store)] == ["sent"]
+
+
+class _StreamingChat(ChatAdapter):
+    """A chat adapter that would stream: each ``open_stream`` is noted (a relaying node must not ask)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.streams_opened = 0
+
+    def open_stream(self, target: OutboundMessage) -> None:
+        self.streams_opened += 1
+
+
+async def test_a_turn_on_a_relaying_node_neither_streams_nor_types_and_its_answer_is_relayed(
+    tmp_path: Path, fake_openai: Any
+) -> None:
+    from tests.gateway.conftest import run_gateway
+
+    chat = _StreamingChat()
+    async with run_gateway(tmp_path / "h", fake_openai.base_url, chat=chat, env={"TESTCHAT_ALLOWED_USERS": "u1"},
+                           config={"gateway": {"typing_delay": 0}}) as gw:
+        assert gw.gateway.runtime is not None
+        delivery = gw.gateway.runtime.services.delivery
+        fake_openai.delay(0.2)  # the turns take a while: long enough for "typing…" to show
+        await chat.say("first")  # not relaying: it opens its stream and shows it is typing
+        await chat.wait_sent(1)
+        assert chat.streams_opened == 1 and chat.typing
+        chat.typing.clear()
+        delivery.relays = lambda platform: platform == "testchat"
+        await chat.say("second")
+        store = gw.gateway.runtime.services.store
+
+        async def relayed() -> bool:
+            return [r[1] for r in await _rows(store)][-1:] == ["relay"]
+
+        for _ in range(1000):
+            if await relayed():
+                break
+            await asyncio.sleep(0.01)
+        assert await relayed()
+        assert chat.streams_opened == 1 and chat.typing == []
+        assert [m.text for m in chat.sent] == ["echo: first"]
+        delivery.relays = None  # this node holds the platform now
+        assert await delivery.send_relayed("testchat") == 1
+        assert [m.text for m in chat.sent] == ["echo: first", "echo: second"]
