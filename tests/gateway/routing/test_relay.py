@@ -15,7 +15,7 @@ from storage import StateStore
 from tests.gateway._chat_adapter import ChatAdapter
 
 
-async def _rows(store: StateStore) -> list[tuple[Any, ...]]:
+async def _rows(store: Any) -> list[tuple[Any, ...]]:
     rows = await store.read(lambda c: c.execute("SELECT text, status, error FROM gateway_outbound ORDER BY id").fetchall())
     return [tuple(r) for r in rows]
 
