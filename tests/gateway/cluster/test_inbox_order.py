@@ -59,7 +59,7 @@ async def _duties(stack: AsyncExitStack, tmp_path: Path, url: str, node_id: str)
     store = await stack.enter_async_context(PgStore(url, min_size=1, max_size=4, connect_timeout=2))
     lanes = Lanes(max_concurrent=4, max_queued_per_key=10)
     router = _Router(lanes)
-    runtime: Any = SimpleNamespace(router=router, scheduler=None,
+    runtime: Any = SimpleNamespace(router=router, scheduler=None, handoffs=SimpleNamespace(),
                                    services=SimpleNamespace(lanes=lanes, delivery=SimpleNamespace()))
 
     async def nothing(*_: object) -> None:
