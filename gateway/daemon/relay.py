@@ -62,7 +62,8 @@ class Relays:
                 wake.clear()  # before the take: a NOTIFY during it asks for another one
                 if adapter.ready.is_set():
                     try:
-                        await self._delivery.send_relayed(role)
+                        if sent := await self._delivery.send_relayed(role):
+                            log.info("cluster.relayed_sent", role=role, sent=sent)
                     except _DOWN:
                         pass
                     except Exception:

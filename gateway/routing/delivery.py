@@ -2,9 +2,8 @@
 
 Every reply is recorded in state.db before it is sent and marked sent after,
 so a reply cut off by a crash is sent once more after restart (if it is
-recent), marked as recovered. Splitting to the platform's limit happens here.
-On several nodes, a node not connected to a platform relays its messages through the ledger to
-the node that is (``relays``, ``send_relayed``).
+recent), marked as recovered. Splitting to the platform's limit happens here. On several nodes
+a node not connected to a platform relays through the ledger to one that is (``send_relayed``).
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ import dataclasses
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -74,6 +74,13 @@ def settle_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: st
     return record_reply(conn, out, session_key, session_id)
 
 
+def _put_back(begun: int, rest: list[PendingReply], conn: sqlite3.Connection) -> None:
+    """Relayed rows taken when their send stopped: the one under way may be partly out (not again)."""
+    outbound.mark(conn, begun, "expired", "stopped while sending", now=time.time())
+    for row in rest:
+        outbound.mark(conn, row.id, "relay", None, now=time.time())
+
+
 def with_file_links(adapter: Adapter, out: OutboundMessage) -> OutboundMessage:
     """``out`` as an adapter that cannot send files shows it: a line per file, with its link
     where the adapter serves files (the HTTP API), and no files left to send."""
@@ -107,8 +114,7 @@ class Delivery:
         self.served_elsewhere: Callable[[Any, list[int]], set[int]] | None = None
         #: several nodes: a row younger than this may still be marked sent by its node
         self.recovery_grace = 0.0
-        #: several nodes: whether this node hands what it sends on a platform to the node
-        #: connected to it (a role another node holds); set by the daemon
+        #: several nodes: this node hands what it sends on a platform to the node connected to it
         self.relays: Callable[[str], bool] | None = None
 
     def relaying(self, platform: str) -> bool:
@@ -181,30 +187,29 @@ class Delivery:
     async def _relay(self, out: OutboundMessage, session_key: str | None, session_id: str | None,
                      ledger_id: int | None) -> bool:
         """Leave ``out`` (any kind) in the ledger for the node connected to its platform: True, handed over."""
-        def op(conn: sqlite3.Connection) -> None:
-            row = record_reply(conn, out, session_key, session_id) if ledger_id is None else ledger_id
-            if not outbound.relay(conn, row):
-                log.warning("delivery.relay_row_not_pending", ledger_id=row)
+        def op(conn: sqlite3.Connection) -> bool:
+            return outbound.relay(conn, record_reply(conn, out, session_key, session_id) if ledger_id is None else ledger_id)
 
-        await self._store.write(op)
-        log.info("delivery.relayed", platform=out.platform, chat_id=out.chat_id)
+        log.info("delivery.relayed", platform=out.platform, chat_id=out.chat_id, was_pending=await self._store.write(op))
         return True
 
-    async def send_relayed(self, platform: str, *, batch: int = 50) -> int:
+    async def send_relayed(self, platform: str, *, batch: int = 10) -> int:
         """Send what other nodes relayed to this one (connected to ``platform``), as they would
         have sent it; each row is marked sent or failed. The number sent."""
         adapter = self._adapters.get(platform)
         sent = 0
         while adapter is not None and adapter.ready.is_set():
             taken = await self._store.write(lambda c: outbound.take_relayed(c, platform, batch))
-            for item in taken:
-                error = await self._resend(adapter, item, "")
+            for n, item in enumerate(taken):
+                try:
+                    error = await self._resend(adapter, item, "")
+                except asyncio.CancelledError:  # the role lost: the rows not begun wait for its next holder
+                    await asyncio.shield(self._store.write(partial(_put_back, item.id, taken[n + 1:])))
+                    raise
                 await self._mark(item.id, "sent" if error is None else "failed", error)
                 sent += error is None
             if len(taken) < batch:
                 break
-        if sent:
-            log.info("delivery.relayed_sent", platform=platform, sent=sent)
         return sent
 
     async def finish_stream(self, driver: StreamDriver, out: OutboundMessage, *,

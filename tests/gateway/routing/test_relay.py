@@ -64,6 +64,40 @@ async def test_a_relayed_message_the_platform_refuses_is_marked_failed(tmp_path:
         assert await _rows(store) == [("refused", "failed", "ConnectionError"), ("taken", "sent", None)]
 
 
+class _StuckChat(ChatAdapter):
+    """Sends hang from the second one on (until the test lets them go)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hanging = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def send(self, message: OutboundMessage) -> Any:
+        if self.sent:
+            self.hanging.set()
+            await self.go.wait()
+        return await super().send(message)
+
+
+async def test_a_role_lost_mid_send_leaves_the_rows_not_begun_for_the_next_holder(tmp_path: Path) -> None:
+    standby, connected = ChatAdapter(), _StuckChat()
+    connected.ready.set()
+    async with StateStore(tmp_path / "state.db") as store:
+        here = Delivery(store, {"testchat": standby})
+        here.relays = lambda platform: True
+        there = Delivery(store, {"testchat": connected})
+        for text in ("one", "two", "three"):
+            assert await here.send(OutboundMessage("testchat", "c1", text))
+        sending = asyncio.create_task(there.send_relayed("testchat"))
+        await asyncio.wait_for(connected.hanging.wait(), 30)
+        sending.cancel()  # the role is lost while "two" is being sent
+        await asyncio.gather(sending, return_exceptions=True)
+        assert [r[:2] for r in await _rows(store)] == [("one", "sent"), ("two", "expired"), ("three", "relay")]
+        connected.go.set()
+        assert await there.send_relayed("testchat") == 1
+        assert [m.text for m in connected.sent] == ["one", "three"]
+
+
 async def test_without_the_hook_nothing_is_relayed(tmp_path: Path) -> None:
     chat = ChatAdapter()
     chat.ready.set()
