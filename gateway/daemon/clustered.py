@@ -13,6 +13,8 @@ Built only when the store is PostgreSQL; a SQLite daemon has none of this. It ru
 - handoffs: a ``/handoff`` to a platform whose connection another node holds is left ``pending``
   for that node, which claims it when the row's NOTIFY (or its poll each heartbeat) says so
   (``gateway.handoff.remote``).
+- relays: a reply sent on a platform whose connection another node holds is left in the
+  delivery ledger for that node (``gateway.daemon.relay``).
 - ``view``: the nodes, what each holds, and the database's health, for ``status``.
 """
 
@@ -34,6 +36,7 @@ from gateway.cluster import LEDGER, MAINTENANCE, SCHEDULER, ClusterNode, cluster
 from gateway.config import LoadedConfig
 from gateway.daemon.build import Runtime
 from gateway.daemon.cron_sync import CronSync
+from gateway.daemon.relay import Relays
 from gateway.scheduler import jobs_of
 from storage.errors import StorageClosedError, StorageUnavailableError
 from storage.postgres import PgStore
@@ -94,6 +97,9 @@ class ClusterDuties:
         delivery = runtime.services.delivery
         delivery.served_elsewhere = pc.served_ledger_rows
         delivery.recovery_grace = cluster.failover_s
+        #: replies sent on a platform another node is connected to go through that node
+        self.relays = Relays(self.node, adapters, delivery)
+        delivery.relays = self.relays.relays
         runtime.services.lanes.gate = self
         jobs = jobs_of(runtime.services)
         #: the jobs as the database has them, whichever node changed or ran one
@@ -115,6 +121,7 @@ class ClusterDuties:
     async def start(self) -> None:
         if self.cron_sync is not None:
             self.cron_sync.start()
+        self.relays.start()
         await self.node.start()
         self._view_task = asyncio.create_task(self._refresh_view(), name="cluster-view")
         self._handoff_task = asyncio.create_task(self._listen_handoffs(), name="cluster-handoffs")
@@ -129,6 +136,7 @@ class ClusterDuties:
                 loop.cancel()
                 await asyncio.gather(loop, return_exceptions=True)
         await self.node.stop()  # on_lost for each role held, run before it returns
+        await self.relays.stop()
         if self.cron_sync is not None:
             await self.cron_sync.stop()
         for task in [*self._tasks.values(), *self._releasing.values()]:
@@ -140,9 +148,10 @@ class ClusterDuties:
     async def _acquired(self, role: str) -> None:
         log.info("cluster.role_acquired", role=role)
         if role in self.adapter_roles:
-            # the connection, and the recovery of its platform's replies: only a connected node can send them
+            # the connection, the recovery of its platform's replies and those other nodes relayed:
+            # only a connected node can send them
             self._spawn(role, asyncio.gather(self._supervise(role), self._recover_ledger((role,)),
-                                             self._take_handoffs(role)))
+                                             self._take_handoffs(role), self.relays.serve(role)))
         elif role == SCHEDULER and self._runtime.scheduler is not None:
             await self._runtime.scheduler.start()
         elif role == LEDGER:  # the platforms every node connects to (webhooks, the HTTP API)

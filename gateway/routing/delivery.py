@@ -2,7 +2,8 @@
 
 Every reply is recorded in state.db before it is sent and marked sent after,
 so a reply cut off by a crash is sent once more after restart (if it is
-recent), marked as recovered. Splitting to the platform's limit happens here.
+recent), marked as recovered. Splitting to the platform's limit happens here. On several nodes
+a node not connected to a platform relays through the ledger to one that is (``send_relayed``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import dataclasses
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -72,6 +74,13 @@ def settle_reply(conn: sqlite3.Connection, out: OutboundMessage, session_key: st
     return record_reply(conn, out, session_key, session_id)
 
 
+def _put_back(begun: int, rest: list[PendingReply], conn: sqlite3.Connection) -> None:
+    """Relayed rows taken when their send stopped: the one under way may be partly out (not again)."""
+    outbound.mark(conn, begun, "expired", "stopped while sending", now=time.time())
+    for row in rest:
+        outbound.mark(conn, row.id, "relay", None, now=time.time())
+
+
 def with_file_links(adapter: Adapter, out: OutboundMessage) -> OutboundMessage:
     """``out`` as an adapter that cannot send files shows it: a line per file, with its link
     where the adapter serves files (the HTTP API), and no files left to send."""
@@ -105,6 +114,12 @@ class Delivery:
         self.served_elsewhere: Callable[[Any, list[int]], set[int]] | None = None
         #: several nodes: a row younger than this may still be marked sent by its node
         self.recovery_grace = 0.0
+        #: several nodes: this node hands what it sends on a platform to the node connected to it
+        self.relays: Callable[[str], bool] | None = None
+
+    def relaying(self, platform: str) -> bool:
+        """Whether messages on ``platform`` go to the node connected to it: no stream, no typing here."""
+        return self.relays is not None and self.relays(platform)
 
     def recoverable(self, platform: str) -> bool:
         """Whether replies on ``platform`` go through the ledger: they could be re-sent after a crash."""
@@ -121,6 +136,8 @@ class Delivery:
         if adapter is None:
             log.error("delivery.no_adapter", platform=out.platform)
             return False
+        if self.relaying(out.platform):
+            return await self._relay(out, session_key, session_id, ledger_id)
         if out.kind is not SendKind.REPLY or not self.recoverable(out.platform):
             if out.files:  # not retried, but noted: its files are kept for media.retention_days
                 await self._store.write(lambda c: outbound.mark(c, record_reply(c, out, session_key, session_id),
@@ -159,12 +176,41 @@ class Delivery:
             log.warning("delivery.no_adapter", platform=out.platform)
             return False
         with contextlib.suppress(TimeoutError):  # sent anyway: a failure is noted on its ledger row
-            await asyncio.wait_for(adapter.ready.wait(), ready_wait)
+            if not self.relaying(out.platform):  # else it goes to the node connected to it now
+                await asyncio.wait_for(adapter.ready.wait(), ready_wait)
         try:
             return await self.send(out, session_key=session_key, session_id=session_id, ledger_id=ledger_id)
         except Exception:
             log.exception("delivery.detached_send_failed", platform=out.platform)
             return False
+
+    async def _relay(self, out: OutboundMessage, session_key: str | None, session_id: str | None,
+                     ledger_id: int | None) -> bool:
+        """Leave ``out`` (any kind) in the ledger for the node connected to its platform: True, handed over."""
+        def op(conn: sqlite3.Connection) -> bool:
+            return outbound.relay(conn, record_reply(conn, out, session_key, session_id) if ledger_id is None else ledger_id)
+
+        log.info("delivery.relayed", platform=out.platform, chat_id=out.chat_id, was_pending=await self._store.write(op))
+        return True
+
+    async def send_relayed(self, platform: str, *, batch: int = 10) -> int:
+        """Send what other nodes relayed to this one (connected to ``platform``), as they would
+        have sent it; each row is marked sent or failed. The number sent."""
+        adapter = self._adapters.get(platform)
+        sent = 0
+        while adapter is not None and adapter.ready.is_set():
+            taken = await self._store.write(lambda c: outbound.take_relayed(c, platform, batch))
+            for n, item in enumerate(taken):
+                try:
+                    error = await self._resend(adapter, item, "")
+                except asyncio.CancelledError:  # the role lost: the rows not begun wait for its next holder
+                    await asyncio.shield(self._store.write(partial(_put_back, item.id, taken[n + 1:])))
+                    raise
+                await self._mark(item.id, "sent" if error is None else "failed", error)
+                sent += error is None
+            if len(taken) < batch:
+                break
+        return sent
 
     async def finish_stream(self, driver: StreamDriver, out: OutboundMessage, *,
                             ledger_id: int | None = None) -> bool:
@@ -326,18 +372,7 @@ class Delivery:
                 await self._mark(item.id, "expired", "cut off by a restart before the answer was stored"
                                  if shown else "cut off before the answer was stored; its fragment stays")
                 continue
-            start = item.files_sent or 0  # the files before it went out before the crash
-            files = from_ledger(item.files[start:], self._blobs) if self._blobs is not None else ()
-            out = with_file_links(adapter, OutboundMessage(platform, item.chat_id, RECOVERED_PREFIX + item.text,
-                                                           item.thread_id, item.reply_to, files=files))
-            if item.files and item.files_sent is not None:
-                error = None  # its text went out before the crash: only the files that did not go
-            else:  # a streamed answer's messages become the answer; without them it is sent anew
-                error = None if item.message_ids and await self._resume(adapter, out, item.message_ids) \
-                    else await self._send_chunks(adapter, out)
-            if error is None:
-                error = await self._files_after_text(adapter, out, item.id) if item.files_sent is None \
-                    else await self._send_files(adapter, out, item.id, offset=start)
+            error = await self._resend(adapter, item, RECOVERED_PREFIX)
             await self._mark(item.id, "recovered" if error is None else "failed", error)
             sent += error is None
             if self.metrics is not None:
@@ -345,3 +380,19 @@ class Delivery:
         if pending:
             log.info("delivery.recovered", platform=platform, replies=sent, claimed=len(pending))
         return sent
+
+    async def _resend(self, adapter: Adapter, item: PendingReply, prefix: str) -> str | None:
+        """Send a ledger row's reply (what of it did not go out yet) with ``prefix``; the error, or None."""
+        start = item.files_sent or 0  # the files before it went out before the crash
+        files = from_ledger(item.files[start:], self._blobs) if self._blobs is not None else ()
+        out = with_file_links(adapter, OutboundMessage(item.platform, item.chat_id, prefix + item.text,
+                                                       item.thread_id, item.reply_to, files=files))
+        if item.files and item.files_sent is not None:
+            error = None  # its text went out before the crash: only the files that did not go
+        else:  # a streamed answer's messages become the answer; without them it is sent anew
+            error = None if item.message_ids and await self._resume(adapter, out, item.message_ids) \
+                else await self._send_chunks(adapter, out)
+        if error is None:
+            error = await self._files_after_text(adapter, out, item.id) if item.files_sent is None \
+                else await self._send_files(adapter, out, item.id, offset=start)
+        return error

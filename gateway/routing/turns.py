@@ -313,7 +313,7 @@ class Turns:
         """The driver that shows this turn's answer while it is written; None where the platform
         does not stream (or it is switched off there)."""
         adapter = self.services.adapters.get(msg.platform)
-        if adapter is None:
+        if adapter is None or self.services.delivery.relaying(msg.platform):  # another node sends its answer
             return None
         target = OutboundMessage(msg.platform, msg.chat_id, "", msg.thread_id, msg.message_id)
         try:
@@ -381,7 +381,7 @@ class Turns:
 
     async def _keep_typing(self, msg: InboundMessage) -> None:
         adapter = self.services.adapters.get(msg.platform)
-        if adapter is None:
+        if adapter is None or self.services.delivery.relaying(msg.platform):  # not connected here
             return
         g = self.services.config.settings.gateway
         await asyncio.sleep(g.typing_delay)

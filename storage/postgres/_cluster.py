@@ -13,6 +13,7 @@ every family's, composed by the caller into one ``PgStore.write``:
 - **inbox** (``_cluster_inbox``): a message that reached a node not owning its key, for the
   owner; see there.
 - **handoff wake-ups** (``_cluster_handoffs``): /handoff's rows' news between nodes; see there.
+- **relay wake-ups** (``_cluster_relay``): replies left for the node holding their platform.
 
 Expiry is always the database's clock (``now()``): nodes' clocks may disagree, the server's is
 one. Concurrency is PostgreSQL's: an acquire is one ``INSERT … ON CONFLICT DO UPDATE … WHERE``
@@ -37,6 +38,7 @@ from ._cluster_inbox import (
     put_inbox,
     sweep_inbox,
 )
+from ._cluster_relay import relay_wakeups
 from ._conn import PgConnection
 
 __all__ = [
@@ -63,6 +65,7 @@ __all__ = [
     "pending_keys",
     "prune_nodes",
     "put_inbox",
+    "relay_wakeups",
     "release",
     "renew_all",
     "served_ledger_rows",

@@ -10,6 +10,11 @@ the rows it returns stay locked by this transaction until it commits (their mark
 them a second time. A claimer whose statement starts after that commit sees them ``recovering``
 and leaves them too, so each row is claimed by exactly one node. In a read-only transaction it is
 the plain read it is on SQLite (PostgreSQL refuses row locks there).
+
+Relaying: a node that does not hold its platform's connection marks the row ``relay`` and
+NOTIFYs channel ``hermes_relay`` (payload: the platform) with it, delivered at COMMIT; the node
+that holds the connection takes the rows ``FOR UPDATE SKIP LOCKED`` and marks them ``relaying`` in
+the same transaction, so two nodes taking at once never take one row twice.
 """
 
 from __future__ import annotations
@@ -144,6 +149,36 @@ def pending(conn: PgConnection, platform: str, *, created_before: float | None =
 def _writable(conn: PgConnection) -> bool:
     row = conn.execute("SELECT current_setting('transaction_read_only') = 'off'").fetchone()
     return bool(row is not None and row[0])
+
+
+#: the NOTIFY channel of ``relay`` (its payload: the row's platform)
+RELAY_CHANNEL = "hermes_relay"
+
+
+def relay(conn: PgConnection, ledger_id: int) -> bool:
+    """Hand a ``pending`` row to the node connected to its platform, woken by a NOTIFY at
+    COMMIT. False when the row is not pending."""
+    row = conn.execute(
+        "UPDATE gateway_outbound SET status = 'relay' WHERE id = %s AND status = 'pending' RETURNING platform",
+        (ledger_id,),
+    ).fetchone()
+    if row is None:
+        return False
+    conn.execute("SELECT pg_notify(%s, %s)", (RELAY_CHANNEL, row[0]))
+    return True
+
+
+def take_relayed(conn: PgConnection, platform: str, limit: int) -> list[PendingReply]:
+    """Up to ``limit`` of the platform's ``relay`` rows, oldest first, claimed for sending
+    (``relaying``); rows another node's transaction is taking are skipped, not waited for."""
+    rows = conn.execute(
+        "SELECT id, platform, chat_id, thread_id, reply_to, text, created_at, files FROM gateway_outbound "
+        "WHERE platform = %s AND status = 'relay' ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
+        (platform, limit),
+    ).fetchall()
+    if rows:
+        conn.execute("UPDATE gateway_outbound SET status = 'relaying' WHERE id = ANY(%s)", ([int(r[0]) for r in rows],))
+    return [PendingReply(r[0], r[1], r[2], r[3], r[4], r[5], r[6], files=_files(r[7])) for r in rows]
 
 
 def _ids(raw: str | None) -> tuple[str, ...]:

@@ -1,5 +1,10 @@
 """The outbound delivery ledger (``gateway_outbound``): every reply is a row
-before it is sent, and is marked when it was (or could not be)."""
+before it is sent, and is marked when it was (or could not be).
+
+Statuses: ``pending`` (to send), ``streaming`` (shown while written), ``recovering`` (claimed
+after a crash), ``relay`` (several nodes: for the node connected to its platform, which takes it
+as ``relaying``), then ``sent``, ``recovered``, ``failed`` or ``expired``. A ``relay`` row is
+neither expired nor recovered: it waits for that node, however long its platform is away."""
 
 from __future__ import annotations
 
@@ -121,6 +126,24 @@ def pending(conn: sqlite3.Connection, platform: str, *, created_before: float | 
                          interrupted=r[8] == "streaming", files=_files(r[9]),
                          files_sent=None if r[10] is None else int(r[10]))
             for r in rows]
+
+
+def relay(conn: sqlite3.Connection, ledger_id: int) -> bool:
+    """Hand a ``pending`` row to the node connected to its platform (several nodes over
+    PostgreSQL; one SQLite daemon never relays). False when the row is not pending."""
+    cur = conn.execute("UPDATE gateway_outbound SET status = 'relay' WHERE id = ? AND status = 'pending'", (ledger_id,))
+    return cur.rowcount > 0
+
+
+def take_relayed(conn: sqlite3.Connection, platform: str, limit: int) -> list[PendingReply]:
+    """Up to ``limit`` of the platform's ``relay`` rows, oldest first, claimed for sending (``relaying``)."""
+    rows = conn.execute(
+        "SELECT id, platform, chat_id, thread_id, reply_to, text, created_at, files FROM gateway_outbound "
+        "WHERE platform = ? AND status = 'relay' ORDER BY id LIMIT ?",
+        (platform, limit),
+    ).fetchall()
+    conn.executemany("UPDATE gateway_outbound SET status = 'relaying' WHERE id = ?", [(r[0],) for r in rows])
+    return [PendingReply(r[0], r[1], r[2], r[3], r[4], r[5], r[6], files=_files(r[7])) for r in rows]
 
 
 def _ids(raw: str | None) -> tuple[str, ...]:

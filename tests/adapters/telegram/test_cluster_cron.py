@@ -1,7 +1,8 @@
 """Scheduled jobs on three real daemon processes over one real PostgreSQL server: a job added
 through one node's control socket is run by the node holding the ``scheduler`` role, each due
-time once, every node's ``cron list`` shows its runs, and a pause or remove made on yet another
-node reaches the scheduler's node at once (README, "Running several nodes")."""
+time once, each run's answer reaches the Telegram chat once (through the polling node when the
+scheduler's node does not poll), every node's ``cron list`` shows its runs, and a pause or remove
+made on yet another node reaches the scheduler's node at once (README, "Running several nodes")."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
 
 from .._telegram_process import telegram_daemon, until
-from ._cluster import NODES, wait_cluster
+from ._cluster import NODES, RECOVERED, answers, wait_cluster
 
 CRON = {"timezone": "UTC", "min_interval": 1}
 
@@ -60,6 +61,7 @@ async def _listed(home: Path) -> list[dict[str, Any]]:
 async def test_a_job_added_on_one_node_runs_once_per_due_time_on_the_scheduler_node_and_follows_changes(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str
 ) -> None:
+    uid = fake_telegram.user["id"]
     async with AsyncExitStack() as stack:
         for node in NODES:
             await stack.enter_async_context(telegram_daemon(
@@ -71,7 +73,8 @@ async def test_a_job_added_on_one_node_runs_once_per_due_time_on_the_scheduler_n
         adder, changer = (n for n in NODES if n != sched)
 
         added = (await call(tmp_path / adder, "cron.add", {"name": "tick", "schedule": "every 2s",
-                                                           "prompt": "Tick", "deliver": "none"}))["job"]
+                                                           "prompt": "Tick",
+                                                           "deliver": f"telegram:{uid}"}))["job"]
 
         async def ran_twice() -> bool:
             return sum(1 for r in await _runs(pg_url) if r[1] == "ok") >= 2
@@ -111,3 +114,10 @@ async def test_a_job_added_on_one_node_runs_once_per_due_time_on_the_scheduler_n
 
         await _eventually(every_node_lets_it_go, "every node to let the removed job go")
         assert len(await _runs(pg_url)) == len(after)
+
+        async def every_answer_out() -> bool:  # the last may still be on its way from the scheduler's node
+            return len(answers(fake_telegram, uid)) >= len(after)
+
+        await _eventually(every_answer_out, "each run's answer in the chat")
+        assert answers(fake_telegram, uid) == ["⏰ tick\n\necho: Tick"] * len(after)  # once each, unprefixed
+        assert not any(a.startswith(RECOVERED) for a in answers(fake_telegram, uid))
