@@ -7,29 +7,16 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-import psycopg
-
-from ..errors import StorageUnavailableError
 from ._outbound import RELAY_CHANNEL
 from ._store import PgStore
 
 
 async def relay_wakeups(store: PgStore) -> AsyncGenerator[str, None]:
-    """The platform of each reply relayed, on a connection of its own. The first item is ``""``
+    """The platform of each reply relayed (``PgStore.notifications``). The first item is ``""``
     once LISTEN is in place (what was relayed before may have been missed: take for every
-    platform). Raises ``StorageUnavailableError`` when the connection is lost (listen again)."""
-    conn = await store.listen_connection()
-    try:
-        await conn.execute(f"LISTEN {RELAY_CHANNEL}")
-        yield ""
-        async for note in conn.notifies():
-            if note.payload:
-                yield note.payload
-        raise StorageUnavailableError("the database closed the listening connection")
-    except psycopg.OperationalError as exc:
-        raise StorageUnavailableError(f"lost the listening connection: {' '.join(str(exc).split())[:200]}") from None
-    finally:
-        try:
-            await conn.close()
-        except psycopg.Error:
-            pass
+    platform)."""
+    async for payload in store.notifications(RELAY_CHANNEL):
+        if payload is None:
+            yield ""
+        elif payload:
+            yield payload
