@@ -146,22 +146,27 @@ class ClusterNode:
             self._emit("inbox", key)
         return LaneClaim(key, self.node_id, result.lease.token, pending=result.pending)
 
-    async def release_lane(self, key: str) -> None:
-        """Let a quiet lane go (the next message for it may start on any node)."""
+    async def release_lane(self, key: str, *, settle: bool = True) -> None:
+        """Let a quiet lane go (the next message for it may start on any node); ``settle``: the
+        inbox rows it took ran here (not when its jobs were dropped at a stop: the next owner
+        runs them)."""
         held = self._lanes.pop(key, None)
         if held is not None:
             with contextlib.suppress(*_DOWN):
-                await self.store.write(partial(pc.release, kind="lane", name=key, node_id=self.node_id, token=held.token))
+                await self.store.write(partial(_let_lane_go, key=key, node_id=self.node_id, token=held.token,
+                                               settle=settle))
 
     def inbox_due(self, key: str) -> bool:
         """Whether ``on_inbox`` was told of rows waiting for ``key`` and has not finished with
         them: a message that came here directly must not run before them."""
         return key in self._inbox_due
 
-    def hand_off(self, key: str, payload: str, owner: str) -> Callable[[PgConnection], int]:
-        """The inbox write for a message ``owner`` serves, to compose into the caller's
-        transaction (with the message's inbound dedupe row)."""
-        return partial(pc.put_inbox, session_key=key, payload=payload, from_node=self.node_id, owner_node=owner)
+    def hand_off(self, key: str, payload: str, owner: str, *, platform: str | None = None,
+                 delivery_key: str | None = None) -> Callable[[PgConnection], int]:
+        """The inbox write for a message ``owner`` serves (its ``delivery_key``: recording the
+        message as seen on the owner settles the row)."""
+        return partial(pc.put_inbox, session_key=key, payload=payload, from_node=self.node_id, owner_node=owner,
+                       platform=platform, delivery_key=delivery_key)
 
     async def take_inbox(self, key: str, *, limit: int = 100) -> list[pc.InboxRow]:
         """The key's waiting rows, oldest first, claimed under this node's token (none when it
@@ -363,6 +368,13 @@ class ClusterNode:
                 if kind == "inbox" and (left := self._inbox_due.pop(name, 1) - 1) > 0:
                     self._inbox_due[name] = left
                 self._events.task_done()
+
+
+def _let_lane_go(conn: PgConnection, *, key: str, node_id: str, token: int, settle: bool) -> None:
+    """The lane ran dry: the inbox rows it took ran here (settled), and the lease is given up."""
+    if settle:
+        pc.finish_claimed(conn, key, node_id, token)
+    pc.release(conn, kind="lane", name=key, node_id=node_id, token=token)
 
 
 def _retrieved(future: asyncio.Future[TickResult]) -> None:

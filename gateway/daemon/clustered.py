@@ -31,7 +31,7 @@ from typing import Any
 
 import structlog
 
-from adapters.base import Adapter, ChatType, InboundMessage
+from adapters.base import Adapter, ChatType, Disposition, InboundMessage
 from gateway.cluster import LEDGER, MAINTENANCE, SCHEDULER, ClusterNode, cluster_roles
 from gateway.config import LoadedConfig
 from gateway.daemon.build import Runtime
@@ -279,8 +279,8 @@ class ClusterDuties:
             return
 
         async def release() -> None:
-            try:
-                await self.node.release_lane(key)
+            try:  # at a stop, jobs were dropped: their rows stay for the next owner
+                await self.node.release_lane(key, settle=not (self.stopping or self._stopped))
             finally:
                 self._releasing.pop(key, None)
 
@@ -306,7 +306,8 @@ class ClusterDuties:
             try:
                 claim = await self.node.claim_lane(key)
                 if claim.owner and not claim.mine:
-                    await self.node.store.write(self.node.hand_off(key, to_payload(msg), claim.owner))
+                    await self.node.store.write(self.node.hand_off(key, to_payload(msg), claim.owner,
+                                                                   platform=msg.platform, delivery_key=msg.delivery_key))
                     log.info("cluster.handed_off", session_key=key, owner=claim.owner)
                     return True
             except _DOWN:
@@ -318,10 +319,11 @@ class ClusterDuties:
         return False
 
     async def _run_inbox(self, key: str) -> None:
-        """What other nodes handed to this chat's lane, in order, into the lane here. Each row is
-        done once the lane took it: a crash after that loses it (as a crash loses a turn under
-        way), never runs it twice. One run per chat at a time: a message that came directly
-        waits here until the rows ahead of it are in the lane."""
+        """What other nodes handed to this chat's lane, in order, into the lane here. A row whose
+        message waits for a turn is done when its question is stored (``inbound.record``), or
+        when the lane runs dry; the others once the router answered them. A crash before that
+        leaves it to the chat's next owner; none is run twice. One run per chat at a time: a
+        message that came directly waits here until the rows ahead of it are in the lane."""
         if self._stopped or self.stopping:
             return  # left in the inbox: the node that takes the chat over runs them
         turn = self._inbox_turns.setdefault(key, _InboxTurn())
@@ -339,7 +341,8 @@ class ClusterDuties:
                         else:
                             running = _RUNNING.set(msg)
                             try:
-                                await router.handle(msg)
+                                if await router.handle(msg) is Disposition.ACCEPTED:
+                                    continue  # its turn's question settles it, or the lane running dry
                             finally:
                                 _RUNNING.reset(running)
                         if token is not None:

@@ -3,10 +3,12 @@
 The receiving node writes the row with ``put_inbox`` in the same transaction as its inbound
 dedupe row, so the message is stored exactly once or not at all (unstored, the platform
 redelivers); ``pg_notify`` in that transaction wakes the owner at COMMIT. The owner takes its
-rows with ``claim_inbox`` under its lane lease's token, oldest first, and marks each done with
-``finish_inbox`` in the transaction that stores the turn's answer. So a row not done is a turn
-whose answer was never stored: when the owner dies, whoever takes the lane over (a new token)
-claims those rows again and runs them, and a row done is never run again. A NOTIFY can be
+rows with ``claim_inbox`` under its lane lease's token, oldest first. A row is done when the
+owner records its message as seen (``inbound.record`` settles it, in the transaction that
+stores a turn's question), when the router answered it without a turn (``finish_inbox``),
+or when the lane ran dry (``finish_claimed``). So a row not done is a message whose question
+was never stored: when the owner dies, whoever takes the lane over (a new token) claims those
+rows again and runs them, and a row done is never run again. A NOTIFY can be
 missed (a listener reconnecting): ``pending_keys`` and ``orphan_keys`` are the poll that finds
 what a wake-up would have said.
 """
@@ -39,12 +41,14 @@ class InboxRow:
     created_at: float
 
 
-def put_inbox(conn: PgConnection, session_key: str, payload: str, *, from_node: str, owner_node: str) -> int:
-    """Store a message for the key's owner and wake it at COMMIT; the row's id."""
+def put_inbox(conn: PgConnection, session_key: str, payload: str, *, from_node: str, owner_node: str,
+              platform: str | None = None, delivery_key: str | None = None) -> int:
+    """Store a message for the key's owner and wake it at COMMIT; the row's id. With its
+    ``delivery_key``, recording the message as seen (``inbound.record``) settles the row."""
     row = conn.execute(
-        f"INSERT INTO cluster_inbox (session_key, payload, from_node, created_at) VALUES (%s, %s, %s, {_NOW})"
-        " RETURNING id",
-        (session_key, payload, from_node),
+        "INSERT INTO cluster_inbox (session_key, payload, from_node, created_at, platform, delivery_key)"
+        f" VALUES (%s, %s, %s, {_NOW}, %s, %s) RETURNING id",
+        (session_key, payload, from_node, platform, delivery_key),
     ).fetchone()
     assert row is not None
     note = f"{owner_node}\t{session_key}"
@@ -105,6 +109,18 @@ def finish_inbox(conn: PgConnection, inbox_id: int, node_id: str, token: int) ->
         (node_id, inbox_id, token),
     )
     return cur.rowcount == 1
+
+
+def finish_claimed(conn: PgConnection, session_key: str, node_id: str, token: int) -> int:
+    """Settle the rows this node claimed for ``session_key`` under ``token``: its lane ran dry, so
+    each ran here (a turn's question settles its row itself; a command or a turn that stored
+    nothing is settled here, never run again)."""
+    cur = conn.execute(
+        f"UPDATE cluster_inbox SET done_at = {_NOW}, done_by = %s"
+        " WHERE session_key = %s AND claimed_by = %s AND claim_token = %s AND done_at IS NULL",
+        (node_id, session_key, node_id, token),
+    )
+    return cur.rowcount
 
 
 def pending_keys(conn: PgConnection, node_id: str) -> list[str]:

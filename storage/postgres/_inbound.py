@@ -35,6 +35,12 @@ def record(conn: PgConnection, platform: str, delivery_key: str, *, now: float,
         "ON CONFLICT (platform, delivery_key) DO NOTHING",
         (platform, delivery_key, now, session_id, session_id, user_id),
     )
+    # several nodes: a copy of it handed to this chat's owner is done (its question is stored)
+    conn.execute(
+        "UPDATE cluster_inbox SET done_at = extract(epoch from now())::float8, done_by = 'seen'"
+        " WHERE platform = %s AND delivery_key = %s AND done_at IS NULL",
+        (platform, delivery_key),
+    )
 
 
 def record_answer(conn: PgConnection, platform: str, delivery_key: str, answer: str) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from adapters.base import ChatType, InboundMessage
+from adapters.base import ChatType, Disposition, InboundMessage
 from gateway.config import load_config
 from gateway.daemon.clustered import ClusterDuties
 from gateway.routing.lanes import Lanes
@@ -33,17 +33,22 @@ class _Router:
     def __init__(self, lanes: Lanes) -> None:
         self.lanes = lanes
         self.ran: list[str] = []
+        #: set: each turn stalls at its start (this node dies mid-turn, before its question is stored)
+        self.stall = asyncio.Event()
 
-    async def handle(self, msg: InboundMessage) -> None:
+    async def handle(self, msg: InboundMessage) -> Disposition:
         gate = self.lanes.gate
         assert gate is not None
         if await gate.handed_off(msg, KEY):
-            return
+            return Disposition.ANSWERED
 
         async def job() -> None:
+            if self.stall.is_set():
+                await asyncio.Event().wait()
             self.ran.append(msg.text)
 
         self.lanes.submit(KEY, job)
+        return Disposition.ACCEPTED
 
 
 def _msg(text: str, n: int) -> InboundMessage:
@@ -90,3 +95,47 @@ async def test_a_message_after_a_failover_runs_after_the_one_handed_to_the_dead_
     assert await store.read(partial(pc.pending_keys, node_id="edge")) == []
     # the row is done: whoever serves the chat next never runs m3 again
     assert await store.read(pc.orphan_keys) == []
+
+
+async def test_a_handed_message_taken_by_an_owner_that_died_before_its_question_is_run_by_the_next(
+    tmp_path: Path, pg_url: str, stack: AsyncExitStack
+) -> None:
+    """The row is not done when the dead owner's lane took it, only once its question is stored
+    (or the lane ran dry): the next owner runs it, once, before a later message."""
+    dead, dead_router = await _duties(stack, tmp_path, pg_url, "dead")
+    edge, router = await _duties(stack, tmp_path, pg_url, "edge")
+    assert (await dead.node.claim_lane(KEY)).mine
+    assert await edge.handed_off(_msg("m1", 1), KEY)
+    dead_router.stall.set()
+    await dead._run_inbox(KEY)  # its lane took m1 and its turn began; then the node died
+    async with asyncio.timeout(30):
+        while not dead_router.lanes.is_running(KEY):
+            await asyncio.sleep(0.01)
+    assert dead_router.ran == []
+    async with asyncio.timeout(30):
+        while (await edge.node.claim_lane(KEY)).owner == "dead":
+            await asyncio.sleep(0.1)
+    await router.handle(_msg("m2", 2))
+    await router.lanes.wait_idle(KEY)
+    assert router.ran == ["m1", "m2"]
+    store = edge.node.store
+    async with asyncio.timeout(30):  # the lane ran dry here: what it took is settled with its release
+        while await store.read(lambda c: c.execute(
+                "SELECT count(*) FROM cluster_inbox WHERE done_at IS NULL").fetchone()[0]):
+            await asyncio.sleep(0.05)
+    await dead_router.lanes.drain(0)
+
+
+async def test_recording_a_handed_message_as_seen_settles_its_row(pg_url: str) -> None:
+    """The owner's question transaction records the message (``inbound.record``): its handed copy
+    is done in the same transaction, and only that one."""
+    from storage.postgres import inbound
+
+    async with PgStore(pg_url) as store:
+        for n in (1, 2):
+            await store.write(partial(pc.put_inbox, session_key=KEY, payload="{}", from_node="edge",
+                                      owner_node="owner", platform="telegram", delivery_key=f"7:{n}"))
+        await store.write(partial(inbound.record, platform="telegram", delivery_key="7:1", now=1.0))
+        rows = await store.read(lambda c: c.execute(
+            "SELECT delivery_key, done_at IS NOT NULL FROM cluster_inbox ORDER BY id").fetchall())
+    assert [tuple(r) for r in rows] == [("7:1", True), ("7:2", False)]
