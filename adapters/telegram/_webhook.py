@@ -4,6 +4,9 @@
 must carry that token (401 without it, 403 with a wrong one) before its body is
 read. ``ready`` is set once getMe and setWebhook succeeded. An authenticated
 body that is not an update is acknowledged, or Telegram would send it forever.
+An update the router deferred (``Disposition.DEFERRED``: storage away, nothing stored or answered)
+is answered 503, so Telegram delivers it again (it retries a webhook on any non-2xx answer); an
+album part has its 200 before its album reaches the router, so an album is not deferred here.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import json
 import structlog
 from aiohttp import web
 
-from ..base import FatalAdapterError
+from ..base import Disposition, FatalAdapterError
 from ..settings import reveal
 from ._client import ALLOWED_UPDATES, BotConnection, TelegramBot
 from ._intake import UpdateIntake
@@ -78,4 +81,8 @@ class Webhook:
         task = self._intake.take(bot, update_id, item)
         if task is not None:
             await asyncio.wait({task}, timeout=self._settings.dispatch_wait)
+            if task.done() and not task.cancelled() and task.exception() is None \
+                    and task.result() is Disposition.DEFERRED:
+                self._intake.take_deferred()  # the poll loop's note; here the 503 asks for it again
+                return web.json_response({"ok": False, "error": "storage unavailable"}, status=503)
         return web.json_response({"ok": True})
