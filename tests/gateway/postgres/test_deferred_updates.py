@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from storage.postgres import PgStore
 from tests.adapters.conftest import RunningTelegram, run_telegram_gateway
@@ -20,6 +21,7 @@ from tests.pg.server import PgServer
 
 WAIT = 60.0
 FAILED = "could not be handled"
+SECRET = "s3cret-Token_for-the-webhook-0123456789"
 
 
 async def _readyz(gw: RunningTelegram, want: int) -> None:
@@ -84,3 +86,37 @@ async def test_an_update_that_meets_the_database_away_is_answered_once_when_it_i
         questions = await store.read(lambda c: c.execute(
             "SELECT content FROM messages WHERE role = 'user'").fetchall())
     assert [tuple(r) for r in questions] == [("are you there?",)]
+
+
+async def test_a_webhook_update_that_meets_the_database_away_is_refused_503_and_posted_again(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str, pg_server: PgServer
+) -> None:
+    from tests.gateway.conftest import free_port
+
+    fake, db, port = fake_telegram, pg_url.rsplit("/", 1)[1], free_port()
+    # Telegram goes on retrying a webhook for hours; the emulator for a minute here
+    fake.webhook_retry_delays = (1.0,) * 60
+    fake.webhook_timeout = 40.0
+    # the router waits for a connection (the pool's 10 s) before it can defer: the webhook waits for it
+    webhook = {"mode": "webhook", "webhook_url": f"http://127.0.0.1:{port}/telegram/webhook", "dispatch_wait": 30}
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url, port=port, telegram=webhook,
+                                    env={"TELEGRAM_WEBHOOK_SECRET": SECRET},
+                                    config={"storage": {"url": pg_url}}) as gw:
+        await _readyz(gw, 200)
+        _refuse(pg_server, db)
+        update = await fake.user_says("are you there?")
+        uid = update["update_id"]
+
+        def attempts(status: int) -> list[dict[str, Any]]:
+            return [d for d in fake.webhook_deliveries if d["update_id"] == uid and d["status"] == status]
+
+        await _until(lambda: bool(attempts(503)))
+        assert not [m for m in fake.sent if FAILED in (m.get("text") or "")]
+        fake_openai.reply("Here now and answered once")
+        pg_server.psql(f"ALTER DATABASE {db} ALLOW_CONNECTIONS true")
+        await fake.wait_sent(1, timeout=WAIT, match=lambda m: m["text"] == "Here now and answered once")
+        await _until(lambda: bool(attempts(200)))
+        texts = [m.get("text") for m in fake.sent]
+        assert texts.count("Here now and answered once") == 1, texts
+        assert not [t for t in texts if FAILED in (t or "")], texts
+        assert not fake.webhook_dropped
