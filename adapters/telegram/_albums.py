@@ -15,7 +15,7 @@ that arrives after its album was dispatched (a slow upload) goes out as an album
 Acknowledgement (``held``): the poll loop must not acknowledge an update whose album has not
 reached the router, or a crash within the window would lose it; ``held`` is the lowest such
 update id, until the router took the album (or ``release_after`` seconds passed, as for any
-update). No task is created here: the window is a timer handle, cancelled by ``flush_all``.
+update: ``DISPATCH_HOLD``). No task is created here: the window is a timer handle, cancelled by ``flush_all``.
 An album the router deferred (``Disposition.DEFERRED``: storage away) is forgotten as sent, and
 ``take_deferred`` gives its lowest update id: the poll loop fetches its parts again, and they make
 the same album (the same dedupe id) again.

@@ -54,7 +54,7 @@ class UpdateIntake:
         self.album_window = album_window
         self._dispatches = ChatOrderedDispatch(PLATFORM, dispatch)
         self.albums = AlbumCollector(self._dispatches.schedule, window=album_window,
-                                     release_after=lambda: settings.dispatch_wait)
+                                     release_after=lambda: DISPATCH_HOLD)
         self._buttons = buttons
         self._presses: set[asyncio.Task[Disposition | None]] = set()
         #: the lowest update id whose dispatch the router deferred (storage away), until taken

@@ -21,6 +21,7 @@ from tests.pg.server import PgServer
 
 WAIT = 60.0
 FAILED = "could not be handled"
+ALBUM_ANSWER = "Two pictures and answered once"  # the model cannot see them: a note follows
 SECRET = "s3cret-Token_for-the-webhook-0123456789"
 
 
@@ -120,3 +121,39 @@ async def test_a_webhook_update_that_meets_the_database_away_is_refused_503_and_
         assert texts.count("Here now and answered once") == 1, texts
         assert not [t for t in texts if FAILED in (t or "")], texts
         assert not fake.webhook_dropped
+
+
+async def test_an_album_that_meets_the_database_away_is_collected_again_and_answered_once(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str, pg_server: PgServer
+) -> None:
+    from tests.adapters.telegram._media import jpeg
+
+    fake, db = fake_telegram, pg_url.rsplit("/", 1)[1]
+    async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url,
+                                    config={"storage": {"url": pg_url}}) as gw:
+        await _readyz(gw, 200)
+        services = gw.gateway.services
+        assert services is not None
+        _refuse(pg_server, db)
+        parts = await fake.user_sends_album([fake.photo(jpeg(40, 30)), fake.photo(jpeg(30, 40, 9))],
+                                            caption="both of these?")
+        first = parts[0]["update_id"]
+        group = parts[0]["message"]["media_group_id"]
+        key = f"album:{parts[0]['message']['chat']['id']}:{group}"
+        await _until(lambda: services.dedupe.in_flight("telegram", key))
+        await _until(lambda: not services.dedupe.in_flight("telegram", key))  # deferred
+        await _readyz(gw, 503)
+        assert fake.acked_offset <= first  # neither part acknowledged
+        fake_openai.reply(ALBUM_ANSWER)
+        pg_server.psql(f"ALTER DATABASE {db} ALLOW_CONNECTIONS true")
+        await fake.wait_sent(1, timeout=WAIT, match=lambda m: str(m.get("text")).startswith(ALBUM_ANSWER))
+        acked = len(fake.calls_to("getUpdates"))
+        await _until(lambda: fake.acked_offset > parts[-1]["update_id"])
+        await fake.wait_calls("getUpdates", n=acked + 1, timeout=WAIT)
+        texts = [m.get("text") for m in fake.sent]
+        assert len([t for t in texts if str(t).startswith(ALBUM_ANSWER)]) == 1, texts
+        assert not [t for t in texts if FAILED in (t or "")], texts
+    async with PgStore(pg_url) as store:
+        questions = await store.read(lambda c: c.execute(
+            "SELECT content FROM messages WHERE role = 'user'").fetchall())
+    assert len(questions) == 1 and str(questions[0][0]).startswith("both of these?"), questions
