@@ -99,6 +99,10 @@ class UpdateIntake:
         task.add_done_callback(partial(self._settled, update_id))
         return task
 
+    def running(self, update_id: int) -> asyncio.Task[Disposition | None] | None:
+        """The dispatch of ``update_id`` if the router has not finished it (a webhook's retry joins it)."""
+        return next((task for task, (uid, _) in self._unsettled.items() if uid == update_id), None)
+
     def held(self) -> int | None:
         """The lowest update id that must not be acknowledged yet (an album not dispatched, a dispatch
         the router has not finished, for ``DISPATCH_HOLD`` at most), or None."""

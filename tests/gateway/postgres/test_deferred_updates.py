@@ -98,8 +98,9 @@ async def test_a_webhook_update_that_meets_the_database_away_is_refused_503_and_
     # Telegram goes on retrying a webhook for hours; the emulator for a minute here
     fake.webhook_retry_delays = (1.0,) * 60
     fake.webhook_timeout = 40.0
-    # the router waits for a connection (the pool's 10 s) before it can defer: the webhook waits for it
-    webhook = {"mode": "webhook", "webhook_url": f"http://127.0.0.1:{port}/telegram/webhook", "dispatch_wait": 30}
+    # the router waits for a connection (the pool's 10 s, as long as dispatch_wait) before it can
+    # defer: a 503 either way, and a retry meanwhile joins the dispatch under way
+    webhook = {"mode": "webhook", "webhook_url": f"http://127.0.0.1:{port}/telegram/webhook"}
     async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url, port=port, telegram=webhook,
                                     env={"TELEGRAM_WEBHOOK_SECRET": SECRET},
                                     config={"storage": {"url": pg_url}}) as gw:
