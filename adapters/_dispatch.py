@@ -32,10 +32,11 @@ class ChatOrderedDispatch:
         self._platform = platform
         self._dispatch = dispatch
         self._after = after
-        self._tails: dict[str, asyncio.Task[None]] = {}
-        self.pending: set[asyncio.Task[None]] = set()
+        self._tails: dict[str, asyncio.Task[Disposition | None]] = {}
+        self.pending: set[asyncio.Task[Disposition | None]] = set()
 
-    def schedule(self, message: InboundMessage) -> asyncio.Task[None]:
+    def schedule(self, message: InboundMessage) -> asyncio.Task[Disposition | None]:
+        """The task's result is what the router did with it (None: the dispatch failed)."""
         prev = self._tails.get(message.chat_id)
         task = asyncio.create_task(self._run(prev, message), name=f"{self._platform}:dispatch:{message.chat_id}")
         self._tails[message.chat_id] = task
@@ -48,12 +49,12 @@ class ChatOrderedDispatch:
         if self.pending:
             await asyncio.wait(set(self.pending), timeout=bound)
 
-    def _done(self, chat_id: str, task: asyncio.Task[None]) -> None:
+    def _done(self, chat_id: str, task: asyncio.Task[Disposition | None]) -> None:
         self.pending.discard(task)
         if self._tails.get(chat_id) is task:
             del self._tails[chat_id]
 
-    async def _run(self, prev: asyncio.Task[None] | None, message: InboundMessage) -> None:
+    async def _run(self, prev: asyncio.Task[Disposition | None] | None, message: InboundMessage) -> Disposition | None:
         if prev is not None and not prev.done():
             await asyncio.wait({prev})
         try:
@@ -61,8 +62,9 @@ class ChatOrderedDispatch:
         except Exception:
             log.exception(f"{self._platform}.dispatch_failed", chat_id=message.chat_id,
                           message_id=message.message_id)
-            return
+            return None
         log.debug(f"{self._platform}.dispatched", chat_id=message.chat_id, message_id=message.message_id,
                   disposition=str(disposition))
         if self._after is not None:
             self._after(message, disposition)
+        return disposition

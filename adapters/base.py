@@ -73,6 +73,9 @@ class Disposition(StrEnum):
     DUPLICATE = "duplicate"  # seen before; no second turn
     REFUSED = "refused"  # sender not authorized
     IGNORED = "ignored"  # not addressed to the bot
+    #: not taken: storage is away and nothing was stored or answered; the platform should deliver
+    #: it again (only for a message whose platform does: ``InboundMessage.platform_retries``)
+    DEFERRED = "deferred"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,10 @@ class InboundMessage:
     # request): a stopped turn still owes it one, and a retry of it (same
     # ``dedupe_id``) gets the first one's answer instead of nothing.
     awaits_answer: bool = False
+    #: The platform delivers it again when the gateway does not take it now (Telegram's
+    #: getUpdates and webhook, Slack's Events API): with storage away the router then answers
+    #: ``Disposition.DEFERRED`` and the adapter leaves it unacknowledged, instead of a notice.
+    platform_retries: bool = False
     #: files that came with it (``text`` is then their caption, possibly empty); nothing is
     #: downloaded until the router let the sender in (``Adapter.fetch``)
     attachments: tuple[Attachment, ...] = ()

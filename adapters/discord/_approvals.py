@@ -110,7 +110,7 @@ class ApprovalButtons:
         self.ack_failures = 0
 
     @property
-    def pending(self) -> set[asyncio.Task[None]]:
+    def pending(self) -> set[asyncio.Task[Any]]:
         return self._acks | self._dispatches.pending
 
     # ------------------------------------------------------------------ out

@@ -70,7 +70,7 @@ class SlashCommands:
         self._acks: set[asyncio.Task[None]] = set()
 
     @property
-    def pending(self) -> set[asyncio.Task[None]]:
+    def pending(self) -> set[asyncio.Task[Any]]:
         return self._acks | self._dispatches.pending
 
     async def set_menu(self, client: discord.Client | None, commands: Sequence[MenuCommand]) -> None:

@@ -49,7 +49,7 @@ class EventIntake:
         self._dispatches = ChatOrderedDispatch(PLATFORM, dispatch, after=self._after_dispatch)
 
     @property
-    def pending(self) -> set[asyncio.Task[None]]:
+    def pending(self) -> set[asyncio.Task[Disposition | None]]:
         """Messages on their way to the router."""
         return set(self._dispatches.pending)
 

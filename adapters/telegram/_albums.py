@@ -15,7 +15,10 @@ that arrives after its album was dispatched (a slow upload) goes out as an album
 Acknowledgement (``held``): the poll loop must not acknowledge an update whose album has not
 reached the router, or a crash within the window would lose it; ``held`` is the lowest such
 update id, until the router took the album (or ``release_after`` seconds passed, as for any
-update). No task is created here: the window is a timer handle, cancelled by ``flush_all``.
+update: ``DISPATCH_HOLD``). No task is created here: the window is a timer handle, cancelled by ``flush_all``.
+An album the router deferred (``Disposition.DEFERRED``: storage away) is forgotten as sent, and
+``take_deferred`` gives its lowest update id: the poll loop fetches its parts again, and they make
+the same album (the same dedupe id) again.
 """
 
 from __future__ import annotations
@@ -25,8 +28,9 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
-from ..base import InboundMessage
+from ..base import Disposition, InboundMessage
 
 __all__ = ["MAX_PARTS", "AlbumCollector"]
 
@@ -46,7 +50,7 @@ class _Album:
 
 
 class AlbumCollector:
-    def __init__(self, schedule: Callable[[InboundMessage], asyncio.Task[None]], *,
+    def __init__(self, schedule: Callable[[InboundMessage], asyncio.Task[Disposition | None]], *,
                  window: Callable[[], float], release_after: Callable[[], float]) -> None:
         """``schedule`` hands a message to the router (in chat order) and returns its task;
         ``window`` and ``release_after`` are read when they are needed (tests change them)."""
@@ -57,7 +61,9 @@ class AlbumCollector:
         #: (chat, group) of dispatched albums -> the message ids they had
         self._sent: OrderedDict[tuple[str, str], set[str]] = OrderedDict()
         #: dispatches the router has not finished taking: task -> (lowest update id, release time)
-        self._unsettled: dict[asyncio.Task[None], tuple[int, float]] = {}
+        self._unsettled: dict[asyncio.Task[Disposition | None], tuple[int, float]] = {}
+        #: dispatched albums the router deferred (storage away): (chat, group) -> lowest update id
+        self._deferred: dict[tuple[str, str], int] = {}
         self._changed = asyncio.Event()
 
     def add(self, update_id: int, group: str, message: InboundMessage) -> None:
@@ -143,11 +149,23 @@ class AlbumCollector:
         task = self._schedule(merged)
         low = min(uid for uid, _ in album.parts.values())
         self._unsettled[task] = (low, asyncio.get_running_loop().time() + self._release_after())
-        task.add_done_callback(self._settled)
+        task.add_done_callback(partial(self._settled, key))
         self._notify()
 
-    def _settled(self, task: asyncio.Task[None]) -> None:
-        self._unsettled.pop(task, None)
+    def take_deferred(self) -> int | None:
+        """The lowest update id of an album the router deferred since the last call (its parts must
+        be fetched again), or None."""
+        low = min(self._deferred.values(), default=None)
+        self._deferred.clear()
+        return low
+
+    def _settled(self, key: tuple[str, str], task: asyncio.Task[Disposition | None]) -> None:
+        low, _ = self._unsettled.pop(task, (None, 0.0))
+        if low is not None and not task.cancelled() and task.exception() is None \
+                and task.result() is Disposition.DEFERRED:
+            # Not taken: its parts come again and must make the album again, not count as seen.
+            self._sent.pop(key, None)
+            self._deferred[key] = low
         self._notify()
 
 

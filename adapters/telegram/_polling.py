@@ -17,13 +17,20 @@ The gateway needs control the ``Updater`` does not give:
   restarts on a fresh connection; after ``restart_after_failures`` in a row
   the connection is given up and the runner restarts it.
 - **Acknowledgement**: the offset moves past an update only in the next
-  getUpdates, after the router has taken the update (or ``dispatch_wait``
-  ran out). A crash before that redelivers it, and the router's dedupe on
-  ``update:<update_id>`` makes that one turn. An album's parts are not acknowledged until the
+  getUpdates, after the router has taken the update. A crash before that redelivers it, and the
+  router's dedupe on ``update:<update_id>`` makes that one turn. An album's parts are not acknowledged until the
   album reached the router (``UpdateIntake.albums.held``): while one is collected, getUpdates asks
   again from its first part (every ``album_window / 2``, at most ``HOLD_RECHECK``, with no long poll), takes only the
   updates it has not taken yet, and so still sees the album's later parts. A crash within the
-  window redelivers the parts, and the album's dedupe id makes that one turn.
+  window redelivers the parts, and the album's dedupe id makes that one turn. A dispatch still
+  running when ``dispatch_wait`` ran out is held the same way (``UpdateIntake.held``, polls every
+  ``DISPATCH_RECHECK``) until it ends, or ``DISPATCH_HOLD`` passed: then it is acknowledged.
+- **Deferred** (the router answered ``Disposition.DEFERRED``: storage is away, nothing of the
+  update was stored or answered): the offset goes back to the first deferred update, so the next
+  getUpdates asks for it again, after a pause that grows from ``DEFER_PAUSE`` to ``DEFER_PAUSE_MAX``
+  while updates keep being deferred (a database away for a minute is not a spin). Updates after
+  it that the router took come again too, and its dedupe makes them duplicates. A dispatch
+  deferred only after its update was acknowledged (it outlived ``DISPATCH_HOLD``) is lost: logged.
 
 ``ready`` is set once deleteWebhook and a first (short) getUpdates succeeded.
 """
@@ -39,7 +46,7 @@ from typing import Any
 import structlog
 from telegram.error import Conflict, InvalidToken, RetryAfter, TelegramError
 
-from ..base import AdapterError, FatalAdapterError
+from ..base import AdapterError, Disposition, FatalAdapterError
 from ._client import BotConnection, TelegramBot, retry_seconds
 from ._intake import UpdateIntake
 from ._settings import TelegramSettings
@@ -53,6 +60,11 @@ FINAL_ACK_TIMEOUT = 2.0
 MIN_POLL_PAUSE = 0.01
 #: Longest pause between the polls that ask again from an album's first part while it is collected.
 HOLD_RECHECK = 0.25
+#: Longest pause between the polls that ask again from an update whose dispatch still runs.
+DISPATCH_RECHECK = 1.0
+#: First and longest pause before asking again for an update the router deferred (storage away).
+DEFER_PAUSE = 0.5
+DEFER_PAUSE_MAX = 5.0
 
 # Internal signals of the poll loop, not errors: ``_fetch`` raises them and ``run`` catches
 # them at once; they never leave this module, so they stay outside the GatewayError tree.
@@ -83,6 +95,8 @@ class Poller:
         self.failures = 0
         #: observability for tests and /status: how often the watchdog restarted polling
         self.stall_restarts = 0
+        #: the pause before asking again for a deferred update (0 while nothing is deferred)
+        self._defer_pause = 0.0
 
     async def run(self, bot: TelegramBot) -> None:
         """Poll until the adapter stops; raises when this connection must be given up."""
@@ -91,6 +105,9 @@ class Poller:
         idle_backoff = 0.0
         last_stuck: str | None = None
         while not self._stopping.is_set():
+            if self._ask_again():  # a dispatch deferred late, after its batch was left
+                await self._pause_deferred()
+                continue
             # The first call is a short poll: "ready" must not wait a whole long poll.
             timeout = s.poll_timeout if self._ready.is_set() else 0
             offset, held = await self._held_offset()
@@ -128,6 +145,11 @@ class Poller:
                 self._ready.set()
                 log.info("telegram.polling", bot=self._connection.username, poll_timeout=s.poll_timeout)
             progressed = await self._take_batch(bot, raw, taken_from=offset if held else None)
+            if self._ask_again():
+                await self._pause_deferred()
+                continue
+            if raw:
+                self._defer_pause = 0.0
             if progressed or held or not raw:
                 idle_backoff, last_stuck = 0.0, None
                 continue
@@ -144,30 +166,55 @@ class Poller:
             await self._pause(idle_backoff)
 
     async def _held_offset(self) -> tuple[int | None, bool]:
-        """The offset of the next getUpdates, and whether it holds back an album not yet dispatched."""
-        albums = self._intake.albums
-        held = albums.held()
+        """The offset of the next getUpdates, and whether it holds back an update not yet taken (an
+        album not yet dispatched, a dispatch still running)."""
+        intake = self._intake
+        held = intake.held()
         if held is None or self._offset is None or held >= self._offset:
             return self._offset, False
         # Asked again at once, the same updates would come back at once: a spin. Wait for the album
-        # to move (a part, its dispatch) or a while within its window, so that later parts (and
+        # or the dispatch to move, or a while (within an album's window), so that later parts (and
         # other chats' messages) are still seen in time.
-        await albums.changed(min(self._intake.album_window() / 2, HOLD_RECHECK))
-        held = albums.held()
+        album = intake.albums.held() is not None
+        await intake.changed(min(intake.album_window() / 2, HOLD_RECHECK) if album else DISPATCH_RECHECK)
+        held = intake.held()
         if held is None or held >= self._offset:
             return self._offset, False
         return held, True
 
+    def _ask_again(self) -> bool:
+        """Move the offset back to the first update the router deferred, if any; True if it moved."""
+        deferred = self._intake.take_deferred()
+        if deferred is None:
+            return False
+        if self._acked is not None and deferred < self._acked:
+            # Its dispatch outlived dispatch_wait, and the next getUpdates confirmed it already.
+            log.error("telegram.deferred_after_ack", update_id=deferred, acked=self._acked)
+            deferred = self._acked
+        if self._offset is None or deferred < self._offset:
+            self._offset = deferred
+            return True
+        return False
+
+    async def _pause_deferred(self) -> None:
+        self._defer_pause = min(max(self._defer_pause * 2, DEFER_PAUSE), DEFER_PAUSE_MAX)
+        log.info("telegram.deferred", offset=self._offset, retry_in=self._defer_pause)
+        await self._pause(self._defer_pause)
+
     async def acknowledge(self, bot: TelegramBot) -> None:
         """At a disconnect: acknowledge what the router has taken, so a restart does not fetch it again."""
-        if self._offset is None or self._offset == self._acked:
+        self._ask_again()
+        offset, held = self._offset, self._intake.held()
+        if offset is not None and held is not None and held < offset:
+            offset = held  # its dispatch still runs (the database away, say): Telegram keeps it
+        if offset is None or offset == self._acked or (self._acked is not None and offset < self._acked):
             return
         with contextlib.suppress(Exception):
             await asyncio.wait_for(
-                bot.get_raw_updates(offset=self._offset, long_poll=0, read_timeout=FINAL_ACK_TIMEOUT),
+                bot.get_raw_updates(offset=offset, long_poll=0, read_timeout=FINAL_ACK_TIMEOUT),
                 FINAL_ACK_TIMEOUT,
             )
-            self._acked = self._offset
+            self._acked = offset
 
     async def _fetch(self, bot: TelegramBot, offset: int | None, long_poll: int) -> Any:
         """One getUpdates, abandoned when it outlives the watchdog bound or the adapter stops."""
@@ -240,7 +287,7 @@ class Poller:
             log.warning("telegram.batch_malformed", type=type(raw).__name__)
             return False
         progressed = False
-        tasks: list[asyncio.Task[None]] = []
+        tasks: list[asyncio.Task[Disposition | None]] = []
         for item in raw:
             update_id = item.get("update_id") if isinstance(item, dict) else None
             if not isinstance(update_id, int) or isinstance(update_id, bool):

@@ -4,6 +4,12 @@
 must carry that token (401 without it, 403 with a wrong one) before its body is
 read. ``ready`` is set once getMe and setWebhook succeeded. An authenticated
 body that is not an update is acknowledged, or Telegram would send it forever.
+An update the router deferred (``Disposition.DEFERRED``: storage away, nothing stored or answered)
+is answered 503, so Telegram delivers it again (it retries a webhook on any non-2xx answer); so is
+a message still with the router when ``dispatch_wait`` ran out (the router waits for a database
+connection up to the pool's timeout before it can defer), and Telegram's retry of it joins that
+dispatch rather than starting another. An album part has its 200 before its album reaches the
+router, so an album is not deferred here.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import json
 import structlog
 from aiohttp import web
 
-from ..base import FatalAdapterError
+from ..base import Disposition, FatalAdapterError
 from ..settings import reveal
 from ._client import ALLOWED_UPDATES, BotConnection, TelegramBot
 from ._intake import UpdateIntake
@@ -75,7 +81,17 @@ class Webhook:
             # Authenticated but unusable: acknowledge it, or Telegram would send it again forever.
             log.warning("telegram.update_malformed", update_id=None, error="webhook body is not an update")
             return web.json_response({"ok": True})
-        task = self._intake.take(bot, update_id, item)
-        if task is not None:
-            await asyncio.wait({task}, timeout=self._settings.dispatch_wait)
+        # Telegram's retry of an update still with the router joins it (a second dispatch would be a
+        # duplicate, acknowledged, and lost if the first is then deferred).
+        task = self._intake.running(update_id) or self._intake.take(bot, update_id, item)
+        if task is None:
+            return web.json_response({"ok": True})
+        await asyncio.wait({task}, timeout=self._settings.dispatch_wait)
+        if not task.done():
+            if self._intake.running(update_id) is task:  # a message (not a press): asked for again
+                log.info("telegram.webhook_unsettled", update_id=update_id)
+                return web.json_response({"ok": False, "error": "still being taken"}, status=503)
+        elif not task.cancelled() and task.exception() is None and task.result() is Disposition.DEFERRED:
+            self._intake.take_deferred()  # the poll loop's note; here the 503 asks for it again
+            return web.json_response({"ok": False, "error": "storage unavailable"}, status=503)
         return web.json_response({"ok": True})

@@ -310,7 +310,9 @@ class ClusterDuties:
                                                                    platform=msg.platform, delivery_key=msg.delivery_key))
                     log.info("cluster.handed_off", session_key=key, owner=claim.owner)
                     return True
-            except _DOWN:
+            except _DOWN as exc:
+                if msg.platform_retries:  # not taken: the platform delivers it again (Disposition.DEFERRED)
+                    raise StorageUnavailableError(f"the chat's lane could not be claimed ({type(exc).__name__})") from exc
                 return False  # it runs here, into its own storage error
             pending = claim.pending
         if pending or self.node.inbox_due(key):

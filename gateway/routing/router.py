@@ -31,10 +31,14 @@ from gateway.routing.lanes import Job
 from gateway.routing.services import Handoffs, Services, SkillCall
 from gateway.routing.session_key import build_session_key
 from gateway.routing.turns import Turns
+from storage.errors import StorageClosedError, StorageUnavailableError
 
 log = structlog.get_logger("hermes.router")
 
 QUEUED_ACK = "⏳ Queued — I'll answer after the current reply."
+#: Storage away (the database server gone, or the writer stopped): nothing of the message is
+#: stored, and a platform that redelivers may as well be asked to (``Disposition.DEFERRED``).
+_AWAY = (StorageUnavailableError, StorageClosedError)
 MAX_INPUT_CHARS = 32_000
 
 
@@ -71,6 +75,14 @@ class Router:
         with structlog.contextvars.bound_contextvars(platform=msg.platform, chat_id=_loggable(msg.chat_id)):
             try:
                 return await self._handle(msg)
+            except _AWAY as exc:
+                if msg.platform_retries and not msg.awaits_answer:
+                    # Not taken, so not acknowledged: the redelivery gets the answer, not a notice now.
+                    log.warning("router.deferred", message_id=_loggable(msg.message_id), error=type(exc).__name__)
+                    return Disposition.DEFERRED
+                log.exception("router.handle_failed", message_id=msg.message_id)
+                await self._notice(msg, "Sorry, that message could not be handled. Please try again.", exc)
+                return Disposition.ANSWERED
             except Exception as exc:
                 log.exception("router.handle_failed", message_id=msg.message_id)
                 await self._notice(msg, "Sorry, that message could not be handled. Please try again.", exc)
@@ -110,13 +122,23 @@ class Router:
         claim = _Claim()
         try:
             return await self._handle_new(msg, claim)
+        except _AWAY:
+            claim.outcome = "released"  # nothing stored: its redelivery (or retry) must be taken
+            raise
         finally:
             if claim.outcome == "turn":
                 pass  # recorded with the turn's question, released when the turn ends
             elif claim.outcome == "answered":
-                await dedupe.record(msg.platform, delivery_key, user_id=msg.user_id)
+                await self._record_answered(msg, delivery_key)
             else:  # never processed: a redelivery must count
                 dedupe.release(msg.platform, delivery_key)
+
+    async def _record_answered(self, msg: InboundMessage, delivery_key: str) -> None:
+        try:
+            await self.services.dedupe.record(msg.platform, delivery_key, user_id=msg.user_id)
+        except _AWAY as exc:
+            # Answered already: deferring it now would answer it twice. A redelivery may be answered again.
+            log.warning("router.answered_unrecorded", message_id=_loggable(msg.message_id), error=type(exc).__name__)
 
     async def _refused(self, msg: InboundMessage, decision: Decision) -> None:
         """A sender not let in: a DM may get a pairing code (``auth.unknown_dm``); groups get nothing."""

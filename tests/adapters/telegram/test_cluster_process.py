@@ -202,7 +202,9 @@ async def test_a_database_restart_mid_load_is_survived(
         before = await say(0)
         await until(lambda: before <= {t for _, t in delivered(fake)}, "the answers before the restart")
         restart = asyncio.create_task(asyncio.to_thread(pg_server.restart))
-        during = await say(1)  # may meet the database away: answered once, or refused with a notice
+        # may meet the database away: not taken then (deferred, left with Telegram) and answered once
+        # when it is back; only a turn already under way when it went may end in a notice
+        during = await say(1)
         await restart
         for node in NODES:
             await wait_cluster(tmp_path / node, f"{node} back, one poller", lambda v: (
