@@ -50,6 +50,20 @@ async def discord_node(home: Path, fake: FakeDiscord, model: FakeOpenAI, pg_url:
         yield port
 
 
+async def summary_in(fake: FakeDiscord, thread_id: str, pg_url: str) -> str:
+    """The summary turn's answer in the new thread, once the handoff is over: one answer, which a
+    long echo may split into several messages (Discord's 2000 characters), never two answers."""
+    await until_true(lambda: _settled(pg_url), "the handoff to end")
+    texts = [str(m["text"]) for m in fake.sent if in_channel(thread_id)(m)]
+    summary = "".join(texts)
+    assert summary.count("was just handed off from") == 1, texts
+    return summary
+
+
+async def _settled(pg_url: str) -> bool:
+    return bool(await db(pg_url, "SELECT 1 FROM gateway_handoffs WHERE state IN ('completed', 'failed')"))
+
+
 def holders(view: dict[str, Any]) -> list[str]:
     return [n["node_id"] for n in view["nodes"] if n["alive"] and "discord" in n["roles"]]
 
@@ -118,8 +132,9 @@ async def test_handoff_reaching_a_node_without_discord_is_run_by_the_node_connec
         assert done.startswith("Handoff complete: handed off to discord.") and done.endswith("/resume Seven"), done
         [thread] = fake.threads  # opened once, by the connected node
         assert thread["parent_id"] == general and thread["name"] == "Hermes — Seven"
-        [summary] = await fake.wait_sent(1, timeout=WAIT, match=in_channel(thread["id"]))
-        assert summary["text"].startswith('echo: [This session ("Seven") was just handed off from api-server')
+        await fake.wait_sent(1, timeout=WAIT, match=in_channel(thread["id"]))
+        summary = await summary_in(fake, thread["id"], pg_url)
+        assert summary.startswith('echo: [This session ("Seven") was just handed off from api-server')
         [(state, target_key)] = await db(pg_url, "SELECT state, target_key FROM gateway_handoffs")
         assert (state, target_key) == ("completed", f"agent:main:discord:group:{general}:{thread['id']}")
         assert await db(pg_url, "SELECT session_id FROM gateway_session_index WHERE session_key = %s",
@@ -207,8 +222,9 @@ async def test_handoff_from_telegram_on_one_node_to_discord_on_the_other(
         await until(lambda: any(t.startswith("Handoff ") for t in answers(tg, chat)), "the handoff's outcome")
 
         [thread] = fake.threads
-        [summary] = await fake.wait_sent(1, timeout=WAIT, match=in_channel(thread["id"]))
-        assert summary["text"].startswith("echo: [This session (") and "from telegram" in summary["text"]
+        await fake.wait_sent(1, timeout=WAIT, match=in_channel(thread["id"]))
+        summary = await summary_in(fake, thread["id"], pg_url)
+        assert summary.startswith("echo: [This session (") and "from telegram" in summary
         await asyncio.sleep(1.0)  # a second outcome, thread or summary would show now
         outcomes = [t for t in answers(tg, chat) if t.startswith("Handoff ")]
         assert len(outcomes) == 1 and outcomes[0].startswith("Handoff complete: handed off to discord."), outcomes
