@@ -177,6 +177,9 @@ class Poller:
         # other chats' messages) are still seen in time.
         album = intake.albums.held() is not None
         await intake.changed(min(intake.album_window() / 2, HOLD_RECHECK) if album else DISPATCH_RECHECK)
+        if self._ask_again():  # what was held came back deferred meanwhile: ask for it again
+            await self._pause_deferred()
+            return self._offset, False
         held = intake.held()
         if held is None or held >= self._offset:
             return self._offset, False
