@@ -52,7 +52,7 @@ async def test_an_update_that_meets_the_database_away_is_answered_once_when_it_i
 ) -> None:
     fake, db = fake_telegram, pg_url.rsplit("/", 1)[1]
     async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url,
-                                    config={"storage": {"url": pg_url}}) as gw:
+                                    config={"storage": {"url": pg_url, "connect_timeout": 2}}) as gw:
         await _readyz(gw, 200)
         services = gw.gateway.services
         assert services is not None
@@ -103,7 +103,7 @@ async def test_a_webhook_update_that_meets_the_database_away_is_refused_503_and_
     webhook = {"mode": "webhook", "webhook_url": f"http://127.0.0.1:{port}/telegram/webhook"}
     async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url, port=port, telegram=webhook,
                                     env={"TELEGRAM_WEBHOOK_SECRET": SECRET},
-                                    config={"storage": {"url": pg_url}}) as gw:
+                                    config={"storage": {"url": pg_url, "connect_timeout": 2}}) as gw:
         await _readyz(gw, 200)
         _refuse(pg_server, db)
         update = await fake.user_says("are you there?")
@@ -131,7 +131,7 @@ async def test_an_album_that_meets_the_database_away_is_collected_again_and_answ
 
     fake, db = fake_telegram, pg_url.rsplit("/", 1)[1]
     async with run_telegram_gateway(tmp_path / "h", fake, fake_openai.base_url,
-                                    config={"storage": {"url": pg_url}}) as gw:
+                                    config={"storage": {"url": pg_url, "connect_timeout": 2}}) as gw:
         await _readyz(gw, 200)
         services = gw.gateway.services
         assert services is not None
