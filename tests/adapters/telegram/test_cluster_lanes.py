@@ -24,28 +24,36 @@ from .._telegram_process import telegram_daemon, until
 from ._cluster import NODES, delivered, stored, wait_cluster
 
 
+async def webhook_nodes(stack: AsyncExitStack, tmp_path: Path, fake: FakeTelegram, model: FakeOpenAI,
+                        pg_url: str) -> tuple[dict[str, int], dict[str, subprocess.Popen[bytes]], str, str]:
+    """Three live nodes with Telegram in webhook mode, each its own URL: (HTTP ports, processes,
+    the node whose URL Telegram posts to, another node)."""
+    ports = {node: free_port() for node in NODES}
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    for node in NODES:
+        telegram = telegram_config(fake, mode="webhook", require_mention=False,
+                                   webhook_url=f"http://127.0.0.1:{ports[node]}/telegram/webhook",
+                                   webhook_secret="s3cret-for-the-cluster-test")
+        procs[node] = await stack.enter_async_context(telegram_daemon(
+            tmp_path / node, fake, model, logging={"level": "info"},
+            platforms={"api_server": {"port": ports[node]}, "telegram": telegram},
+            storage={"url": pg_url}, cluster={"node_id": node, "failover_s": 3}))
+    await wait_cluster(tmp_path / "n1", "three live nodes", lambda v: (
+        len([n for n in v["nodes"] if n["alive"]]) == 3))
+    await until(lambda: fake.webhook is not None, "a webhook set")
+    hook = fake.webhook
+    assert hook is not None
+    owner = next(n for n in NODES if f":{ports[n]}/" in hook["url"])
+    return ports, procs, owner, next(n for n in NODES if n != owner)
+
+
 async def test_a_webhook_update_at_a_node_that_does_not_serve_the_chat_is_answered_by_its_owner(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str
 ) -> None:
     fake, uid = fake_telegram, fake_telegram.user["id"]
     hold = fake_openai.hold_when(lambda body: "first" in str(body["messages"][-1]))
-    ports = {node: free_port() for node in NODES}
     async with AsyncExitStack() as stack:
-        for node in NODES:
-            telegram = telegram_config(fake, mode="webhook", require_mention=False,
-                                       webhook_url=f"http://127.0.0.1:{ports[node]}/telegram/webhook",
-                                       webhook_secret="s3cret-for-the-cluster-test")
-            await stack.enter_async_context(telegram_daemon(
-                tmp_path / node, fake, fake_openai, logging={"level": "info"},
-                platforms={"api_server": {"port": ports[node]}, "telegram": telegram},
-                storage={"url": pg_url}, cluster={"node_id": node, "failover_s": 3}))
-        await wait_cluster(tmp_path / "n1", "three live nodes", lambda v: (
-            len([n for n in v["nodes"] if n["alive"]]) == 3))
-        await until(lambda: fake.webhook is not None, "a webhook set")
-        hook = fake.webhook
-        assert hook is not None
-        owner = next(n for n in NODES if f":{ports[n]}/" in hook["url"])
-        other = next(n for n in NODES if n != owner)
+        ports, _, _, other = await webhook_nodes(stack, tmp_path, fake, fake_openai, pg_url)
 
         first = await fake.user_says("first")  # posted to the owner's URL: its turn holds the chat
         await until(hold.arrived.is_set, "the first turn at the model")
@@ -128,30 +136,15 @@ async def test_a_node_paused_past_its_lease_cannot_store_its_answer_beside_the_n
 ) -> None:
     fake, uid = fake_telegram, fake_telegram.user["id"]
     hold = fake_openai.hold_when(lambda body: "first" in str(body["messages"][-1]))
-    ports = {node: free_port() for node in NODES}
-    procs: dict[str, subprocess.Popen[bytes]] = {}
     paused: list[int] = []
     async with AsyncExitStack() as stack:
-        for node in NODES:
-            telegram = telegram_config(fake, mode="webhook", require_mention=False,
-                                       webhook_url=f"http://127.0.0.1:{ports[node]}/telegram/webhook",
-                                       webhook_secret="s3cret-for-the-cluster-test")
-            procs[node] = await stack.enter_async_context(telegram_daemon(
-                tmp_path / node, fake, fake_openai, logging={"level": "info"},
-                platforms={"api_server": {"port": ports[node]}, "telegram": telegram},
-                storage={"url": pg_url}, cluster={"node_id": node, "failover_s": 3}))
+        ports, procs, owner, other = await webhook_nodes(stack, tmp_path, fake, fake_openai, pg_url)
+
         def resume_paused() -> None:
             for pid in paused:
                 os.kill(pid, signal.SIGCONT)
 
         stack.callback(resume_paused)
-        await wait_cluster(tmp_path / "n1", "three live nodes", lambda v: (
-            len([n for n in v["nodes"] if n["alive"]]) == 3))
-        await until(lambda: fake.webhook is not None, "a webhook set")
-        hook = fake.webhook
-        assert hook is not None
-        owner = next(n for n in NODES if f":{ports[n]}/" in hook["url"])
-        other = next(n for n in NODES if n != owner)
         store = await stack.enter_async_context(PgStore(pg_url))
 
         async def lane_holder() -> str | None:
