@@ -18,10 +18,12 @@ from typing import Any, TypeVar
 
 import structlog
 
-from ..errors import GatewayError, StorageBusyError, StorageClosedError, StorageError, StorageFullError
+from ..errors import StorageClosedError
 from ._connection import JOURNAL_SIZE_LIMIT, open_writer_connection
+from ._fault import is_busy, is_disk_fault, is_full, translate
 from ._fts_index import index_pending
 from ._fts_layout import convert_step, progress
+from ._fts_merge import IDLE_PAGES, merge_step
 from ._indexer import Indexer
 from ._lock import WriterLock
 from ._migrate import MigrationReport, check_sqlite_features, migrate
@@ -50,48 +52,6 @@ class Job:
 class Outcome:
     ok: bool
     value: Any
-
-
-def _is_busy(exc: BaseException) -> bool:
-    msg = str(exc).lower()
-    return isinstance(exc, sqlite3.OperationalError) and ("locked" in msg or "busy" in msg)
-
-
-def _is_full(exc: BaseException) -> bool:
-    return isinstance(exc, sqlite3.Error) and "full" in str(exc).lower()
-
-
-# SQLite's primary result codes for a write refused by the disk or the file, not by the op itself:
-# READONLY, IOERR, CORRUPT, FULL, CANTOPEN, NOTADB.
-_DISK_FAULTS = frozenset({8, 10, 11, 13, 14, 26})
-
-
-def _is_disk_fault(exc: BaseException) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    return _is_full(exc) or (isinstance(exc, sqlite3.Error) and isinstance(code, int) and code & 0xFF in _DISK_FAULTS)
-
-
-def _translate(exc: BaseException) -> BaseException:
-    """Our errors pass through; SQLite's become errors a person can act on."""
-    if isinstance(exc, GatewayError):
-        return exc
-    if _is_full(exc):
-        err: StorageError = StorageFullError(
-            "state.db could not grow: the disk (or the configured page budget) is full. "
-            "Nothing from this operation was written; free space and retry."
-        )
-    elif _is_busy(exc):
-        err = StorageBusyError(
-            "state.db stayed locked by another process for longer than the retry budget "
-            "(storage.busy_retry_budget); nothing was written. Find the process holding it "
-            f"(a CLI, a backup) and retry. SQLite said: {exc}"
-        )
-    elif isinstance(exc, sqlite3.Error):
-        err = StorageError(f"state.db rejected the operation: {exc}")
-    else:
-        return exc
-    err.__cause__ = exc
-    return err
 
 
 class Committer:
@@ -169,8 +129,8 @@ class Committer:
             try:
                 return fn()
             except sqlite3.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() >= deadline:
-                    if _is_busy(exc):
+                if not is_busy(exc) or time.monotonic() >= deadline:
+                    if is_busy(exc):
                         self.stats.busy_failures += 1
                     raise
                 self.stats.busy_retries += 1
@@ -218,7 +178,7 @@ class Committer:
         except BaseException as exc:
             self._rollback(conn)
             self._count_failure(exc)
-            return Outcome(False, _translate(exc))
+            return Outcome(False, translate(exc))
         self.stats.committed_ops += 1
         return Outcome(True, value)
 
@@ -229,7 +189,7 @@ class Committer:
             try:
                 self._begin(conn)
             except sqlite3.Error as exc:
-                err = _translate(exc)
+                err = translate(exc)
                 for _ in batch:
                     self._count_failure(exc)
                 return [Outcome(False, err) for _ in batch]
@@ -241,7 +201,7 @@ class Committer:
             self.indexer.rolled_back()  # the index work ahead is undone too: its rows wait again
             if len(batch) == 1:
                 self._count_failure(exc)
-                return [Outcome(False, _translate(exc))]
+                return [Outcome(False, translate(exc))]
             # Isolate and replay: every op in its own transaction, so only the
             # op that fails is reported as failed.
             self.stats.replays += 1
@@ -258,16 +218,16 @@ class Committer:
         except BaseException as exc:
             self._rollback(conn)
             self._count_failure(exc)
-            return Outcome(False, _translate(exc))
+            return Outcome(False, translate(exc))
         self._after_commit(1)
         return Outcome(True, value)
 
     def _count_failure(self, exc: BaseException) -> None:
         self.stats.failed_ops += 1
-        if _is_full(exc):
+        if is_full(exc):
             self.stats.full_failures += 1
-        if _is_disk_fault(exc):
-            self.stats.last_disk_fault = (time.time(), str(_translate(exc)))
+        if is_disk_fault(exc):
+            self.stats.last_disk_fault = (time.time(), str(translate(exc)))
 
     def _after_commit(self, n_ops: int) -> None:
         self.stats.commits += 1
@@ -349,7 +309,8 @@ class Committer:
             self.dirty = True
 
     def index_due(self) -> bool:
-        due = (self.indexer.waiting() or self._converting) and time.monotonic() >= self._index_retry_at
+        waiting = self.indexer.waiting() or self._converting or self.indexer.merging
+        due = waiting and time.monotonic() >= self._index_retry_at
         return due or self.indexer.in_transaction
 
     def index_ahead(self) -> None:
@@ -362,16 +323,17 @@ class Committer:
 
     def index_step(self, limit: int) -> int:
         """One indexing transaction of up to ``limit`` rows (then a conversion batch when caught
-        up); returns the rows indexed, -1 when the step failed. Never raises: a locked or failing index step is logged and tried again later;
+        up) and a merge step; returns the rows indexed, -1 when the step failed. Never raises: a locked or failing index step is logged and tried again later;
         the messages are committed already and search finds them through the tail."""
         conn = self._require_conn()
         self._finish_ahead(conn)
-        if not self.indexer.waiting() and not self._converting:
+        if not self.indexer.waiting() and not self._converting and not self.indexer.merging:
             return 0
         try:
             conn.execute("BEGIN IMMEDIATE")
             n = index_pending(conn, limit)
             conversion = convert_step(conn, limit) if n < limit and self._converting else None
+            merging = merge_step(conn, IDLE_PAGES)
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
             self._rollback(conn)
@@ -380,7 +342,7 @@ class Committer:
             return -1
         self._commits_since_checkpoint += 1  # not a caller's commit, but it grew the WAL
         self.dirty = True
-        self.indexer.indexed(conn, n)
+        self.indexer.indexed(conn, n, merging=merging)
         if conversion is not None:
             self._converting = conversion.converting
             self.stats.fts_conversion = (conversion.done, conversion.total) if self._converting else None

@@ -16,6 +16,9 @@ reaches the watermark swaps them in, in one transaction. Until then search
 uses the live inline tables, so it stays complete. Each batch is its own
 transaction, so a ``kill -9`` loses at most the batch in flight and the next
 start resumes at the cursor.
+
+Our external tables merge their segments when the writer says so (``_fts_merge``):
+they are created that way, and an external file from before is tuned at open.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import sqlite3
 from dataclasses import dataclass
 
 from ._fts_index import index_rows, indexed_through, last_message_id, layout, set_indexed_through
+from ._fts_merge import merging_tuned, tune_merging
 from ._schema import (
     FTS_LAYOUT_KEY,
     INLINE_FTS_DDL,
@@ -106,6 +110,7 @@ def create_fresh(conn: sqlite3.Connection) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
     for ddl in external_fts_ddl():
         conn.execute(ddl)
+    tune_merging(conn)
     _install_triggers(conn, LAYOUT_EXTERNAL)
     _set_meta(conn, FTS_LAYOUT_KEY, LAYOUT_EXTERNAL)
     set_indexed_through(conn, 0)
@@ -116,7 +121,11 @@ def layout_is_settled(conn: sqlite3.Connection) -> bool:
     stored = conn.execute("SELECT value FROM state_meta WHERE key = ?", (FTS_LAYOUT_KEY,)).fetchone()
     if stored is None:
         return False
-    want = {_ddl_name(d): d for d in fts_triggers_ddl(str(stored[0]))}
+    return _triggers_settled(conn, str(stored[0])) and (str(stored[0]) != LAYOUT_EXTERNAL or merging_tuned(conn))
+
+
+def _triggers_settled(conn: sqlite3.Connection, name: str) -> bool:
+    want = {_ddl_name(d): d for d in fts_triggers_ddl(name)}
     have = _trigger_sql(conn)
     return all(_same(have.get(name), ddl) for name, ddl in want.items())
 
@@ -138,6 +147,9 @@ def ensure_layout(conn: sqlite3.Connection) -> bool:
     if not all(t in tables for t in _LIVE_TABLES):
         create_fresh(conn)
         return True
+    if stored is not None and _triggers_settled(conn, str(stored[0])):
+        tune_merging(conn)  # an external file from before the writer did the merging
+        return True
     if stored is None:
         # Filled by insert triggers: every row is in the index already.
         _install_triggers(conn, LAYOUT_INLINE)
@@ -148,6 +160,8 @@ def ensure_layout(conn: sqlite3.Connection) -> bool:
     # apart from what we did, so the index starts over.
     name = str(stored[0])
     _install_triggers(conn, name)
+    if name == LAYOUT_EXTERNAL:
+        tune_merging(conn)
     for table in _LIVE_TABLES:
         if name == LAYOUT_EXTERNAL:
             conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
@@ -181,6 +195,7 @@ def convert_step(conn: sqlite3.Connection, limit: int) -> ConversionProgress:
     if exists is None:
         for ddl in external_fts_ddl(_NEXT):
             conn.execute(ddl)
+        tune_merging(conn, _NEXT)
         for ddl in fts_triggers_ddl(LAYOUT_EXTERNAL, _NEXT, CONVERT_KEY):
             conn.execute(ddl)
         _set_meta(conn, CONVERT_KEY, "0")

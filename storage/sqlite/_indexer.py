@@ -12,6 +12,9 @@ watermark get indexed:
   transaction of its own made the next batch wait for the slice and its own
   fsync: most of the commit p99 at 16 producers (bench/README.md).
 
+Each slice also merges a few FTS pages (``_fts_merge``: our tables do not merge
+on their own), and idle steps merge until nothing is left to merge.
+
 The watermark advances by ``index_slice`` rows per batch however hard the
 writes come, so the lag stays bounded while writes average at most that many
 rows per commit; above that the backlog grows (search still finds it, through
@@ -27,6 +30,7 @@ from collections import deque
 import structlog
 
 from ._fts_index import index_pending, indexed_through, last_message_id
+from ._fts_merge import SLICE_PAGES, merge_step
 from ._writer_stats import WriterSettings, WriterStats
 
 log = structlog.get_logger("hermes.storage")
@@ -50,6 +54,9 @@ class Indexer:
         self.in_transaction = False
         self._ahead_through = 0
         self._ahead_rows = 0
+        #: FTS segments may wait to be merged (idle steps merge until FTS5 finds none); true at
+        #: start, when nobody knows
+        self.merging = True
 
     # ------------------------------------------------------------- bookkeeping
 
@@ -70,8 +77,10 @@ class Indexer:
         while self._seen and self._seen[0][0] <= self.watermark:
             self._seen.popleft()
 
-    def indexed(self, conn: sqlite3.Connection, rows: int) -> None:
-        """An indexing transaction committed ``rows`` rows (idle steps, catch-up)."""
+    def indexed(self, conn: sqlite3.Connection, rows: int, *, merging: bool) -> None:
+        """An indexing transaction committed ``rows`` rows (idle steps, catch-up); ``merging``: its
+        merge step found work, so more may wait."""
+        self.merging = merging
         self.watermark = indexed_through(conn)
         self.stats.index_steps += 1
         self.stats.indexed_rows += rows
@@ -106,6 +115,7 @@ class Indexer:
             self.in_transaction = True
             self._ahead_rows = index_pending(conn, must)
             self._ahead_through = indexed_through(conn)
+            merge_step(conn, SLICE_PAGES)
         except sqlite3.Error as exc:
             log.warning("storage.index_ahead_failed", error=str(exc))
             if conn.in_transaction:
@@ -120,6 +130,7 @@ class Indexer:
         if not self.in_transaction:
             return
         self.watermark = max(self.watermark, self._ahead_through)
+        self.merging = True  # the slice's segment, and what its small merge left
         self.stats.index_steps += 1
         self.stats.indexed_rows += self._ahead_rows
         self.in_transaction = False

@@ -16,6 +16,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from ..errors import SchemaError
+from ._fault import is_busy
 from ._fts_layout import create_fresh, ensure_layout, layout_is_settled
 from ._gateway_schema import GATEWAY_MIGRATIONS
 from ._schema import (
@@ -170,14 +171,6 @@ def _apply_gateway_migrations(conn: sqlite3.Connection, current: int, report: Mi
             report.applied.append(step.version)
 
 
-def _is_busy(exc: sqlite3.Error) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return True
-    msg = str(exc).lower()
-    return "locked" in msg or "busy" in msg
-
-
 def _refuse_newer(stored: _Stored) -> None:
     if stored.reference is not None and stored.reference > REFERENCE_VERSION:
         raise SchemaError(
@@ -212,7 +205,7 @@ def migrate(conn: sqlite3.Connection) -> MigrationReport:
             return _current_report(conn)
         return _upgrade(conn)
     except sqlite3.Error as exc:
-        if _is_busy(exc):
+        if is_busy(exc):
             raise
         raise SchemaError(
             f"state.db could not be upgraded from schema version {version or 0} to {REFERENCE_VERSION} "
