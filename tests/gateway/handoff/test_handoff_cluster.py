@@ -54,9 +54,22 @@ async def summary_in(fake: FakeDiscord, thread_id: str, pg_url: str) -> str:
     """The summary turn's answer in the new thread, once the handoff is over: one answer, which a
     long echo may split into several messages (Discord's 2000 characters), never two answers."""
     await until_true(lambda: _settled(pg_url), "the handoff to end")
-    texts = [str(m["text"]) for m in fake.sent if in_channel(thread_id)(m)]
-    summary = "".join(texts)
-    assert summary.count("was just handed off from") == 1, texts
+
+    def texts() -> list[str]:
+        """Each message's latest text, in the order they were posted (a streamed answer is posted
+        part-written, then edited)."""
+        latest: dict[str, str] = {}
+        for m in fake.sent:
+            if in_channel(thread_id)(m):
+                latest[str(m["message_id"])] = str(m["text"])
+        return list(latest.values())
+
+    async def whole() -> bool:  # the answer's later parts and edits may still be on their way
+        return "was just handed off from" in "".join(texts())
+
+    await until_true(whole, "the whole summary to be posted")
+    summary = "".join(texts())
+    assert summary.count("was just handed off from") == 1, texts()
     return summary
 
 
