@@ -190,7 +190,7 @@ def discovery(bindir: Path) -> dict[str, Any]:
     if not db.exists():
         print(f"  building {db} first (bench/scale.py's cache)", flush=True)
         scale.build(db, gen)
-    root = ensure(bindir, db, scale.cache_key(), scale.CACHE)
+    root = ensure(bindir, db, scale.corpus_key(), scale.CACHE)
     conn = open_readonly_connection(db)
     try:
         picked = query_set(conn, gen.content_words, scale.MESSAGES)

@@ -2,7 +2,7 @@
 
 Builds the file once by bulk load (the bench mix of ``bench.storage``, indexed by the same
 indexer function the writer uses) and caches it under ``~/.cache/hermes-gateway-bench``
-(``HERMES_BENCH_CACHE``), keyed by message count, schema and FTS layout, so later runs skip
+(``HERMES_BENCH_CACHE``), keyed by message count, schema, FTS layout and merging, so later runs skip
 the build. Then measures: appends through the writer against an empty db, the 20 most recent
 sessions, discovery search, scroll, daemon start to /readyz, db + WAL size, and a prune of
 10 % of the sessions plus VACUUM (on a copy). The method: bench/README.md.
@@ -32,7 +32,7 @@ import yaml
 
 from bench.gateway import free_port, http_get
 from bench.storage import SEED, TextGen, _quiet_logs, conversation, pct, prepare_db, query_set, session_ids
-from storage import StateStore, fts_index, open_readonly_connection, queries
+from storage import StateStore, fts_index, fts_merge, open_readonly_connection, queries
 from storage import search as store_search
 from storage.sqlite._schema import FTS_DDL, FTS_TRIGGERS_DDL, REFERENCE_VERSION, TRIGRAM_ROLES_SQL
 
@@ -49,9 +49,16 @@ NOW = 1_780_000_000.0
 DAY = 86400.0
 
 
-def cache_key() -> str:
+def corpus_key() -> str:
+    """The rows and the FTS layout: what bench/pg.py's PostgreSQL copy is built from."""
     layout = hashlib.sha1("\n".join((*FTS_DDL, *FTS_TRIGGERS_DDL, TRIGRAM_ROLES_SQL)).encode()).hexdigest()[:10]
     return f"scale-{MESSAGES}-v{REFERENCE_VERSION}-fts{layout}"
+
+
+def cache_key() -> str:
+    """The SQLite file: its rows, and how its FTS segments were merged (search speed depends on it)."""
+    merging = f"automerge=0 crisismerge={fts_merge.CRISIS_SEGMENTS} idle={fts_merge.IDLE_PAGES}"
+    return f"{corpus_key()}-m{hashlib.sha1(merging.encode()).hexdigest()[:6]}"
 
 
 # ------------------------------------------------------------------ build
@@ -98,10 +105,13 @@ def build(path: Path, gen: TextGen) -> float:
             conn.executemany("INSERT INTO messages (session_id, role, content, tool_call_id, tool_calls, tool_name, "
                              "timestamp, finish_reason) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", chunk)
             fts_index.index_pending(conn, CHUNK)  # the writer's indexer, one chunk at a time
+            fts_merge.merge_step(conn, fts_merge.IDLE_PAGES)  # and its merging (FTS5's own is off)
             conn.execute("COMMIT")
             done += len(chunk)
             if done % 100_000 == 0:
                 print(f"  built {done} messages in {time.perf_counter() - t0:.0f} s", flush=True)
+        while fts_merge.merge_step(conn, fts_merge.IDLE_PAGES):  # what the writer's idle time would finish
+            pass
         conn.execute("UPDATE sessions SET message_count = (SELECT count(*) FROM messages m WHERE m.session_id = sessions.id)")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:

@@ -37,6 +37,7 @@ from . import _cron as cron
 from . import _forget as forget
 from . import _fts_index as fts_index
 from . import _fts_layout as fts_layout
+from . import _fts_merge as fts_merge
 from . import _handoffs as handoffs
 from . import _history as history
 from . import _home_channels as home_channels
@@ -80,6 +81,7 @@ __all__ = [
     "forget",
     "fts_index",
     "fts_layout",
+    "fts_merge",
     "handoffs",
     "history",
     "home_channels",
