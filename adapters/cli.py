@@ -30,7 +30,6 @@ from typing import Protocol
 from ._append import AppendOnly
 from .base import (
     Adapter,
-    AdapterError,
     ChatType,
     Disposition,
     InboundMessage,
@@ -38,6 +37,7 @@ from .base import (
     ReplyStream,
     SendResult,
 )
+from .errors import ChatGoneError
 
 __all__ = ["ChatGoneError", "ChatSink", "CliAdapter"]
 
@@ -47,14 +47,6 @@ class ChatSink(Protocol):
 
     async def push_event(self, event: str, text: str | None, reply_to: str | None) -> None:
         """Deliver one event; raises ``ConnectionError`` when the terminal is gone."""
-
-
-class ChatGoneError(AdapterError, ConnectionError):
-    """The terminal that owned this chat has disconnected.
-
-    Also a ``ConnectionError``: the control socket treats it as one of its
-    connection's failures (and ``ChatSink.push_event`` promises that type).
-    """
 
 
 class _TerminalStream(ReplyStream):

@@ -7,6 +7,7 @@ from storage.errors import GatewayError
 
 __all__ = [
     "AdapterError",
+    "ChatGoneError",
     "FatalAdapterError",
     "MalformedUpdateError",
     "MediaError",
@@ -63,4 +64,12 @@ class MalformedUpdateError(AdapterError, ValueError):
 
     Also a ``ValueError``, like the errors the platform libraries raise for a field
     they cannot parse: a caller of an inbound translation catches both kinds as one.
+    """
+
+
+class ChatGoneError(AdapterError, ConnectionError):
+    """The terminal that owned this chat has disconnected.
+
+    Also a ``ConnectionError``: the control socket treats it as one of its
+    connection's failures (and ``ChatSink.push_event`` promises that type).
     """

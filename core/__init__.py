@@ -9,7 +9,7 @@ Its names load on first use (PEP 562): a part of the gateway that needs only ``c
 
 from typing import TYPE_CHECKING
 
-from core.lazy import lazy_names
+from storage.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._background import BackgroundTasks

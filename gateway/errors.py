@@ -78,18 +78,18 @@ tree is a bug: the person gets an apology naming only its class, never its text 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from adapters.base import (
+from adapters.errors import (
     AdapterError,
+    ChatGoneError,
     FatalAdapterError,
     MalformedUpdateError,
     MediaError,
     MediaTooLargeError,
     MediaUnavailableError,
     RateLimitedError,
-    ReplyError,
 )
-from adapters.cli import ChatGoneError
 from core.errors import (
     CompressionError,
     ModelAuthError,
@@ -102,7 +102,7 @@ from core.errors import (
     ModelTimeoutError,
     ModelUnavailableError,
 )
-from core.media import (
+from core.media.errors import (
     MediaProcessingError,
     SpeechError,
     TranscriptionError,
@@ -112,7 +112,7 @@ from core.media import (
 from core.memory import MemoryLimitError, MemoryStoreError
 from core.skills import SkillError, SkillNotFoundError
 from core.tools import ToolError
-from core.tools.web import UrlRefusedError
+from core.tools.web.errors import UrlRefusedError
 from gateway._error_classes import (
     BadInputError,
     ChatBusyError,
@@ -153,6 +153,9 @@ from storage.errors import (
     TitleConflictError,
 )
 
+if TYPE_CHECKING:
+    from adapters.base import ReplyError
+
 #: sysexits.h codes a service manager and a shell script understand
 EX_USAGE, EX_UNAVAILABLE, EX_SOFTWARE, EX_TEMPFAIL = 64, 69, 70, 75
 EX_CONFIG = 78  # systemd must not restart on it (RestartPreventExitStatus=78)
@@ -176,6 +179,10 @@ class ErrorView:
 
     def reply_error(self) -> ReplyError:
         """What an outbound notice carries of this error for an adapter that answers over HTTP."""
+        from adapters.base import (
+            ReplyError,  # not at the top: the command line's errors need none of adapters.base
+        )
+
         return ReplyError(self.http_status, self.error_type, self.error_code, self.retry_after)
 
 

@@ -26,7 +26,17 @@ streamed answer), ``_adapter`` (the routes, the requests waiting for their
 answers, and ``fetch``).
 """
 
-from ._adapter import ApiServerAdapter
+from typing import TYPE_CHECKING
+
+from storage.lazy import lazy_names
+
 from ._settings import ApiServerSettings
 
+if TYPE_CHECKING:
+    from ._adapter import ApiServerAdapter
+
 __all__ = ["ApiServerAdapter", "ApiServerSettings"]
+
+# The adapter imports aiohttp's server and the media code; the settings model alone (config
+# validation, every CLI command) must not pay for that.
+__getattr__ = lazy_names(__name__, {"ApiServerAdapter": "adapters.api_server._adapter"})

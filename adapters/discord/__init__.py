@@ -4,7 +4,9 @@
 config.yaml (with ``DISCORD_*`` environment variables), validated by the gateway's config loader.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from storage.lazy import lazy_names
 
 from ._settings import DiscordSettings
 
@@ -13,12 +15,6 @@ __all__ = ["DiscordAdapter", "DiscordSettings"]
 if TYPE_CHECKING:
     from ._adapter import DiscordAdapter
 
-
-def __getattr__(name: str) -> Any:
-    # The adapter imports discord.py; the settings model alone (config validation, every
-    # CLI command) must not pay for that.
-    if name == "DiscordAdapter":
-        from ._adapter import DiscordAdapter
-
-        return DiscordAdapter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The adapter imports discord.py; the settings model alone (config validation, every CLI command)
+# must not pay for that.
+__getattr__ = lazy_names(__name__, {"DiscordAdapter": "adapters.discord._adapter"})

@@ -4,7 +4,9 @@
 config.yaml (with ``SLACK_*`` environment variables), validated by the gateway's config loader.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from storage.lazy import lazy_names
 
 from ._mrkdwn import mrkdwn_budget, to_mrkdwn
 from ._settings import SlackSettings
@@ -14,12 +16,6 @@ __all__ = ["SlackAdapter", "SlackSettings", "mrkdwn_budget", "to_mrkdwn"]
 if TYPE_CHECKING:
     from ._adapter import SlackAdapter
 
-
-def __getattr__(name: str) -> Any:
-    # The adapter imports slack-bolt; the settings model alone (config validation, every
-    # CLI command) must not pay for that.
-    if name == "SlackAdapter":
-        from ._adapter import SlackAdapter
-
-        return SlackAdapter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The adapter imports slack-bolt; the settings model alone (config validation, every CLI command)
+# must not pay for that.
+__getattr__ = lazy_names(__name__, {"SlackAdapter": "adapters.slack._adapter"})

@@ -4,7 +4,9 @@
 config.yaml (with ``TELEGRAM_*`` environment variables), validated by the gateway's config loader.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from storage.lazy import lazy_names
 
 from ._settings import TelegramSettings
 
@@ -13,12 +15,6 @@ __all__ = ["TelegramAdapter", "TelegramSettings"]
 if TYPE_CHECKING:
     from ._adapter import TelegramAdapter
 
-
-def __getattr__(name: str) -> Any:
-    # The adapter imports python-telegram-bot; the settings model alone (config validation, every
-    # CLI command) must not pay for that.
-    if name == "TelegramAdapter":
-        from ._adapter import TelegramAdapter
-
-        return TelegramAdapter
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# The adapter imports python-telegram-bot; the settings model alone (config validation, every CLI command)
+# must not pay for that.
+__getattr__ = lazy_names(__name__, {"TelegramAdapter": "adapters.telegram._adapter"})

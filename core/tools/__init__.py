@@ -1,48 +1,19 @@
-"""Tools the agent may call: the types, the registry and the built-in set."""
+"""Tools the agent may call: the types, the registry and the built-in set.
 
-from __future__ import annotations
+Its names load on first use (PEP 562, ``storage.lazy``): the error tree needs ``ToolError`` only, not
+the registry's JSON Schema validator and every tool's module.
+"""
 
-import importlib
+from typing import TYPE_CHECKING
 
-import structlog
+from storage.lazy import lazy_names
 
-from ._base import CronPort, FileOutbox, Tool, ToolContext, ToolError, ToolHandler
-from ._overview import ToolOverview, ToolStatus, server_reason, tool_overview, unavailable_tool
-from ._registry import GROUP_CHAT_TYPES, GroupToolPolicy, ToolOutcome, ToolRegistry, ToolsetPolicy
-from .approval import ApprovalDecision, ApprovalRequest, Approver, require_approval
-
-log = structlog.get_logger("hermes.tools")
-
-# module -> attribute: a Tool, or a list of Tools
-_BUILTIN_SOURCES = (
-    ("core.tools.memory_tool", "MEMORY_TOOL"),
-    ("core.tools.session_search", "SESSION_SEARCH_TOOL"),
-    ("core.tools.skills_tools", "SKILL_TOOLS"),
-    ("core.tools.send_file", "SEND_FILE_TOOL"),
-    ("core.tools.cronjob", "CRONJOB_TOOL"),
-)
-
-
-def builtin_tools() -> list[Tool]:
-    """memory, session_search, skills_categories, skills_list, skill_view, skill_manage, send_file, cronjob."""
-    tools: list[Tool] = []
-    for module_name, attribute in _BUILTIN_SOURCES:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            # Only while a module is still being written; the agent runs without those tools.
-            log.warning("tools.builtin_missing", module=module_name)
-            continue
-        value = getattr(module, attribute)
-        tools.extend(value if isinstance(value, list | tuple) else [value])
-    return tools
-
-
-def builtin_registry() -> ToolRegistry:
-    return ToolRegistry(builtin_tools())
-
+if TYPE_CHECKING:
+    from ._base import CronPort, FileOutbox, Tool, ToolContext, ToolError, ToolHandler
+    from ._builtin import builtin_registry, builtin_tools
+    from ._overview import ToolOverview, ToolStatus, server_reason, tool_overview, unavailable_tool
+    from ._registry import GROUP_CHAT_TYPES, GroupToolPolicy, ToolOutcome, ToolRegistry, ToolsetPolicy
+    from .approval import ApprovalDecision, ApprovalRequest, Approver, require_approval
 
 __all__ = [
     "GROUP_CHAT_TYPES",
@@ -68,3 +39,30 @@ __all__ = [
     "tool_overview",
     "unavailable_tool",
 ]
+
+_WHERE = {
+    "ApprovalDecision": "core.tools.approval",
+    "ApprovalRequest": "core.tools.approval",
+    "Approver": "core.tools.approval",
+    "CronPort": "core.tools._base",
+    "FileOutbox": "core.tools._base",
+    "GROUP_CHAT_TYPES": "core.tools._registry",
+    "GroupToolPolicy": "core.tools._registry",
+    "Tool": "core.tools._base",
+    "ToolContext": "core.tools._base",
+    "ToolError": "core.tools._base",
+    "ToolHandler": "core.tools._base",
+    "ToolOutcome": "core.tools._registry",
+    "ToolOverview": "core.tools._overview",
+    "ToolRegistry": "core.tools._registry",
+    "ToolStatus": "core.tools._overview",
+    "ToolsetPolicy": "core.tools._registry",
+    "builtin_registry": "core.tools._builtin",
+    "builtin_tools": "core.tools._builtin",
+    "require_approval": "core.tools.approval",
+    "server_reason": "core.tools._overview",
+    "tool_overview": "core.tools._overview",
+    "unavailable_tool": "core.tools._overview",
+}
+
+__getattr__ = lazy_names(__name__, _WHERE)

@@ -21,11 +21,9 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from gateway.cli.common import EX_USER, HomeOption, fail, quiet_logs, read_state
-from gateway.commands import job_json, job_zone
 from gateway.config import LoadedConfig, default_home, load_config
 from gateway.control import client as control_client
 from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError
-from gateway.scheduler.jobs import view_of
 from storage import cron
 from storage.errors import GatewayError
 
@@ -82,6 +80,10 @@ def _line(job: dict[str, Any]) -> str:
 
 def _stored(config: LoadedConfig) -> dict[str, Any]:
     """The jobs in state.db, read-only (no daemon runs to ask); none when there is no state.db yet."""
+    # Here, not at the top: they load the chat commands and the scheduler, which only this needs.
+    from gateway.commands import job_json, job_zone
+    from gateway.scheduler.jobs import view_of
+
     tz = job_zone(config)
     rows: list[Any] = []
     try:

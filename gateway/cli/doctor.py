@@ -12,7 +12,6 @@ from typing import Annotated, Literal
 import typer
 
 from adapters.settings import PlatformSettings
-from gateway.cli.doctor_skills import skill_command_problems
 from gateway.cli.ops import FD_LIMIT_WARN, WAL_WARN_BYTES, HomeOption, _pid_alive
 from gateway.cli.service import (
     SYSTEM_UNIT_DIR,
@@ -291,6 +290,8 @@ def _check_skill_commands(config: LoadedConfig) -> Check:
     p = config.settings.platforms
     enabled = [k for k in type(p).model_fields
                if isinstance(getattr(p, k), PlatformSettings) and getattr(p, k).active]
+    from gateway.cli.doctor_skills import skill_command_problems  # here: it loads every chat command
+
     count, problems = skill_command_problems(config, enabled)
     if not problems:
         return Check("skill commands", "ok", f"{count} skill(s) callable as /<skill-name>")

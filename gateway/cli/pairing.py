@@ -22,14 +22,11 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from adapters.base import OutboundMessage
 from gateway.cli.common import EX_USER, HomeOption, fail, load_home_config, postgres_store, read_state
-from gateway.commands import WELCOME, pairing_json, pairing_lines
 from gateway.config import LoadedConfig
 from gateway.config.models import PAIRING_PLATFORMS
 from gateway.control import client as control_client
 from gateway.errors import DaemonNotRunningError, DaemonUnreachableError
-from gateway.routing.delivery import record_reply
 from gateway.routing.owners import Owners
 from gateway.routing.pairing import PAIRING_KEY_FILE, Pairing
 from storage import StateStore, StorageLockedError, Store, pairing
@@ -87,6 +84,8 @@ def _stored(config: LoadedConfig) -> dict[str, Any]:
     except sqlite3.OperationalError as exc:
         if "no such table" not in str(exc):  # a state.db no daemon of this version has opened yet
             raise
+    from gateway.commands import pairing_json  # here, not at the top: it loads every chat command
+
     return pairing_json(config, owners, codes, users)
 
 
@@ -119,6 +118,10 @@ async def _offline_write(config: LoadedConfig, action: str, args: tuple[str, ...
         code = outcome.code
         if action == "approve" and outcome.ok and code is not None:
             # Delivered by the next daemon's recovery of the ledger, once its platform connects.
+            from adapters.base import OutboundMessage  # here, not at the top: see _stored
+            from gateway.commands import WELCOME
+            from gateway.routing.delivery import record_reply
+
             welcome = OutboundMessage(code.platform, code.chat_id, WELCOME)
             await store.write(lambda c: record_reply(c, welcome, None, None))
         return {"ok": outcome.ok, "message": outcome.message, "welcomed": False,
@@ -156,6 +159,8 @@ def list_pairing(
     if as_json:
         typer.echo(json.dumps(data, ensure_ascii=False, indent=2))
         return
+    from gateway.commands import pairing_lines  # here, not at the top: see _stored
+
     for line in pairing_lines(data):
         typer.echo(line)
 

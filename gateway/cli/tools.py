@@ -14,14 +14,9 @@ from typing import Annotated
 
 import typer
 
-from core.tools import ToolOverview, tool_overview
-from core.tools.mcp import McpServerStatus
 from gateway.cli.common import quiet_logs
-from gateway.commands import render_tools
 from gateway.config import default_home, load_config, mcp_specs
 from gateway.control import client as control_client
-from gateway.daemon.settings import agent_settings
-from gateway.daemon.tools import tool_registry
 from gateway.errors import EX_CONFIG, ConfigError, DaemonNotRunningError
 from storage.errors import GatewayError
 
@@ -40,6 +35,12 @@ def _fail(message: str, code: int) -> None:
 def _from_config(home: Path, platform: str, chat_type: str) -> dict[str, object]:
     """What config.yaml gives without a daemon: the daemon's tools under the platform's policies,
     the MCP servers named but not running."""
+    # Here, not at the top: they load the agent's tools, which no other command needs.
+    from core.tools import tool_overview
+    from core.tools.mcp import McpServerStatus
+    from gateway.daemon.settings import agent_settings
+    from gateway.daemon.tools import tool_registry
+
     config = load_config(home)
     settings = agent_settings(config)
     servers = [McpServerStatus(s.name, "stopped" if s.enabled else "disabled", transport=s.transport)
@@ -82,4 +83,7 @@ def tools(
         return
     if not running:
         typer.echo(f"hermes-gateway is not running for {root}; this is what its config gives:")
+    from core.tools import ToolOverview  # not at the top: see _from_config
+    from gateway.commands import render_tools
+
     typer.echo(render_tools(ToolOverview.from_dict(data)))

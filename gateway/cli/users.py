@@ -32,7 +32,6 @@ from gateway.control import client as control_client
 from gateway.errors import DaemonNotRunningError, DaemonUnreachableError
 from gateway.routing.owners import Owners
 from gateway.userdata import Forgetter, parse_sender, write_export
-from gateway.userdata.service import UserData
 from storage import MediaStore, StateStore, StorageLockedError, Store
 from storage.errors import GatewayError
 
@@ -122,6 +121,8 @@ def export_user(user: UserArgument, out: Annotated[Path | None, typer.Option(
     if out is not None and out.exists():
         _fail(f"{out} exists already; name a new file.")
     owner = Owners(config.settings.auth.owners).is_owner(platform, user_id)
+    from gateway.userdata.service import UserData  # here, not at the top: it loads the router's services
+
     profile = UserData.profile_of(config.home) if owner else None
     target = out or config.home / "tmp" / f"export-{secrets.token_hex(8)}.json"
     target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -6,8 +6,8 @@ server would bring every platform's library with it (a second of start-up per co
 
 from typing import TYPE_CHECKING
 
-from core.lazy import lazy_names
 from gateway.control.client import ChatConnection, call, call_sync, socket_path
+from storage.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gateway.control.server import ControlServer, GatewayView, gateway_status

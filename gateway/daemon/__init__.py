@@ -6,7 +6,7 @@ building a daemon, and the daemon's modules bring every platform's library with 
 
 from typing import TYPE_CHECKING
 
-from core.lazy import lazy_names
+from storage.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gateway.daemon.build import Runtime, build_runtime, default_agent_maker

@@ -5,7 +5,7 @@ Its names load on first use (PEP 562): the terminal chat needs only the done-mar
 
 from typing import TYPE_CHECKING
 
-from core.lazy import lazy_names
+from storage.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gateway.handoff.job import TurnRunner

@@ -6,7 +6,7 @@ Its names load on first use (PEP 562): a module that needs one part (the termina
 
 from typing import TYPE_CHECKING
 
-from core.lazy import lazy_names
+from storage.lazy import lazy_names
 
 if TYPE_CHECKING:
     from gateway.routing.approvals import Approvals, PendingApproval, TurnApprover

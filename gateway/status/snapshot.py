@@ -10,13 +10,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from adapters.base import AdapterStateView
 from gateway.config.models import PAIRING_PLATFORMS
 from gateway.logs import redact
-from gateway.routing.services import Services
-from gateway.scheduler import jobs_of
+
+if TYPE_CHECKING:
+    from gateway.routing.services import Services
 
 STATE_FILE = "gateway.state.json"
 READINESS_STATES = ("starting", "live", "degraded", "failed")
@@ -117,6 +118,8 @@ def status_snapshot(src: SnapshotSource, *, running: bool = True, started_at: fl
                            else {"done": w.fts_conversion[0], "total": w.fts_conversion[1]}}
         body["model"] = services.model_name
         body["owners"] = {p: services.owners.of(p) for p in sorted(services.adapters) if p in PAIRING_PLATFORMS}
+        from gateway.scheduler import jobs_of  # here: the state file's readers need none of the scheduler
+
         jobs = jobs_of(services)
         if jobs is not None:
             body["cron"] = jobs.status()

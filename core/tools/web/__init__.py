@@ -6,18 +6,20 @@ guard: which addresses may be connected to), ``_http`` (one guarded GET with its
 caps), ``_content`` (HTML, text or something else), ``_plain`` and ``_render`` (a body made
 readable), ``_fetch_tool`` and ``_search`` (the two tools), ``_toolset``.
 
-Its names load on first use (PEP 562): the error tree needs UrlRefusedError only, not the\nHTTP client the tools bring.
+Its names load on first use (PEP 562): the error tree needs UrlRefusedError only
+(``errors``), not the HTTP client the tools bring.
 """
 
 from typing import TYPE_CHECKING
 
-from core.lazy import lazy_names
+from storage.lazy import lazy_names
 
 if TYPE_CHECKING:
     from ._fetch_tool import HEADER_ROOM
-    from ._guard import UrlRefusedError, address_refusal
+    from ._guard import address_refusal
     from ._settings import Address, WebSettings
     from ._toolset import web_search_unavailable_reason, web_tools
+    from .errors import UrlRefusedError
 
 __all__ = [
     "HEADER_ROOM",
@@ -32,7 +34,7 @@ __all__ = [
 _WHERE = {
     "Address": "core.tools.web._settings",
     "HEADER_ROOM": "core.tools.web._fetch_tool",
-    "UrlRefusedError": "core.tools.web._guard",
+    "UrlRefusedError": "core.tools.web.errors",
     "WebSettings": "core.tools.web._settings",
     "address_refusal": "core.tools.web._guard",
     "web_search_unavailable_reason": "core.tools.web._toolset",

@@ -32,8 +32,8 @@ from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 from yarl import URL
 
-from .._base import ToolError
 from ._settings import Address, WebSettings
+from .errors import UrlRefusedError
 
 __all__ = ["GuardedResolver", "UrlRefusedError", "address_refusal", "check_url", "refusal"]
 
@@ -48,10 +48,6 @@ _CGNAT = ip_network("100.64.0.0/10")
 _NAT64 = ip_network("64:ff9b::/96")
 #: what a host made of digits, dots and hex may be: an IPv4 address in one of the old forms
 _NUMERIC_HOST = re.compile(r"[0-9][0-9a-fA-FxX.]*")
-
-
-class UrlRefusedError(ToolError):
-    """The URL, or a redirect of it, leads somewhere web_fetch does not go."""
 
 
 def _embedded_v4(ip: IPv6Address) -> IPv4Address | None:

@@ -93,3 +93,15 @@ def test_help_screens_show_no_types() -> None:
     # Placeholders a reader needs stay.
     assert re.search(r"--home\s+DIR\s", run("status", "--help").stdout)
     assert re.search(r"--limit\s+N\s", run("sessions", "list", "--help").stdout)
+
+
+def test_the_command_line_loads_no_platform_library_and_no_agent() -> None:
+    """Every command starts by importing ``gateway.cli``: it must not load what only the daemon uses
+    (the platforms' libraries, the agent, the router's services, the chat commands), which took
+    most of a second of every command's start before."""
+    heavy = ("aiohttp", "telegram", "discord", "slack_bolt", "slack_sdk", "httpx", "PIL", "pypdf", "jsonschema",
+             "asyncpg", "psycopg", "core.agent", "core.llm", "core.tools._registry", "gateway.routing.services",
+             "gateway.commands", "gateway.daemon.runner", "gateway.media")
+    code = f"import sys, gateway.cli; print(sorted(m for m in {heavy!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

@@ -5,6 +5,9 @@ module of the package (and its libraries) for a caller that needs one name. The 
 which imports the error tree and a client, then spent a second loading the agent and every
 platform's library. ``lazy_names`` gives such a package a module ``__getattr__`` that imports a
 name's module the first time the name is asked for, and keeps it.
+
+It lives in ``storage``, the package every other one may import (like the root of the error tree,
+``storage.errors``), so that the adapters' packages can use it as well as core's and the gateway's.
 """
 
 from __future__ import annotations
