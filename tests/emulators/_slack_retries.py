@@ -13,7 +13,8 @@ Controls on the fake: ``retry_delays`` (the pause before retry 1, 2, 3; Slack's 
 test sets its own), ``ack_timeout`` (3 s), ``retry_now()`` (retries waiting out a pause go at
 once), ``event_retries = False`` (no retries at all). ``event_deliveries`` records every
 delivery: ``event_id``, ``retry``, ``reason``, ``transport``, ``envelope_id`` and ``outcome``
-(None while it is out; the HTTP status; ``"acked"``; ``"timeout"``; ``"connection_failed"``).
+(None while it is out; the HTTP status; ``"acked"``; ``"timeout"``; ``"connection_failed"``), and
+over HTTP the ``answer`` (the first 200 bytes of the body).
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ class EventRetries:
         try:
             async with self._http.post(self.events_url, data=raw, headers=headers,
                                        timeout=aiohttp.ClientTimeout(total=self.ack_timeout)) as resp:
-                await resp.read()
+                delivery["answer"] = (await resp.read())[:200]
                 delivery["outcome"] = resp.status
         except TimeoutError:
             delivery["outcome"] = "timeout"
