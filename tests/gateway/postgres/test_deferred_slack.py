@@ -169,3 +169,27 @@ async def test_a_retry_while_the_dispatch_still_waits_for_the_database_joins_it(
         deferred = [e for e in logs if e["event"] == "router.deferred"]
         assert len(deferred) == 1, deferred  # one dispatch for both deliveries, none after it
     assert await _questions(pg_url) == ["are you there?", "marker"]
+
+
+@MODES
+async def test_slacks_last_retry_while_the_dispatch_still_waits_gets_the_notice_once_it_is_deferred(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack, pg_url: str, pg_server: PgServer, mode: str
+) -> None:
+    fake, db = fake_slack, pg_url.rsplit("/", 1)[1]
+    fake.retry_delays = (0.0, 0.0, 0.0)
+    # the router waits up to 20 s for a connection: all of Slack's retries meet the first dispatch
+    # still running, and nothing would bring the message again once it is deferred
+    async with slack_on_pg(tmp_path / "h", fake, fake_openai.base_url, pg_url, mode, connect_timeout=20) as (gw, _):
+        services = gw.services
+        assert services is not None
+        with capture_logs() as logs:
+            _refuse(pg_server, db)
+            body = await fake.user_says("are you there?")
+            key = f"{DM}:{body['event']['ts']}"
+            await _until(lambda: body["event_id"] in fake.events_given_up)
+            assert services.dedupe.in_flight("slack", key) and not _notices(fake)  # still the first dispatch
+            await fake.wait_sent(1, timeout=WAIT, match=lambda m: FAILED in str(m.get("text")))
+        assert [d["retry"] for d in fake.deliveries_of(body["event_id"])] == [0, 1, 2, 3]
+        assert len([e for e in logs if e["event"] == "router.deferred"]) == 1
+        assert len(_notices(fake)) == 1
+        pg_server.psql(f"ALTER DATABASE {db} ALLOW_CONNECTIONS true")
