@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 
@@ -44,13 +45,19 @@ class EventRetries:
     #: False: an event is delivered once, whatever the answer
     event_retries: bool = True
 
-    # provided by FakeSlack
-    acks: list[str]
-    _http: aiohttp.ClientSession | None
-    _notify: Callable[[], None]
-    _wait: Callable[..., Awaitable[Any]]
-    events_url: str | None
-    signing_secret: str
+    if TYPE_CHECKING:  # provided by FakeSlack and FakeServer
+        acks: list[str]
+        _http: aiohttp.ClientSession | None
+        events_url: str | None
+        signing_secret: str
+        _ids: itertools.count[int]
+
+        @property
+        def open_sockets(self) -> list[Any]: ...
+        def _live_socket(self) -> Any: ...
+        def _notify(self) -> None: ...
+        async def _wait(self, predicate: Callable[[], Any], timeout: float | None, *, poll: float | None = None,
+                        closing_ok: bool = False) -> Any: ...
 
     def _init_retries(self) -> None:
         #: every delivery of an event (first and retries), in order
@@ -146,5 +153,12 @@ class EventRetries:
         return "http_timeout" if outcome == "timeout" else "connection_failed"
 
     async def _send_event_envelope(self, body: dict[str, Any], retry: int, reason: str) -> str | None:
-        """Send ``body`` in a new envelope over the newest live socket (None: no socket is live)."""
-        raise NotImplementedError  # FakeSlack's
+        """Send ``body`` in a new ``events_api`` envelope over the newest live socket (None: none is live)."""
+        if not any(not s.silent for s in self.open_sockets):
+            return None
+        envelope_id = f"env-{next(self._ids)}"
+        await self._live_socket().ws.send_json({
+            "envelope_id": envelope_id, "type": "events_api", "payload": body, "accepts_response_payload": False,
+            "retry_attempt": retry, "retry_reason": reason,
+        })
+        return envelope_id

@@ -310,16 +310,6 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, E
         assert envelope_id is not None
         return envelope_id
 
-    async def _send_event_envelope(self, body: dict[str, Any], retry: int, reason: str) -> str | None:
-        if not any(not s.silent for s in self.open_sockets):
-            return None
-        envelope_id = f"env-{next(self._ids)}"
-        await self._live_socket().ws.send_json({
-            "envelope_id": envelope_id, "type": "events_api", "payload": body, "accepts_response_payload": False,
-            "retry_attempt": retry, "retry_reason": reason,
-        })
-        return envelope_id
-
     async def wait_ack(self, envelope_id: str, timeout: float = 5.0) -> None:
         await self.wait_for(lambda: envelope_id in self.acks, timeout, what=f"the ack of {envelope_id}")
 
