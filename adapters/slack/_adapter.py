@@ -4,7 +4,8 @@ This module connects and disconnects; the work is done by its parts:
 
 - ``_webapi``: the bot's Web API client, ``auth.test``, the Socket Mode URL, token errors;
 - ``_socket`` (default) or ``_http``: events in over a websocket, or as signed HTTP requests;
-- ``_intake`` and ``_inbound``: one event -> one ``InboundMessage`` -> the router;
+- ``_intake``, ``_inbound`` and ``_deliveries``: one event -> one ``InboundMessage`` -> the router,
+  acknowledged once the router took it (Slack retries what it deferred);
 - ``_outbound`` and ``_mrkdwn``: replies out as mrkdwn, with "thinking" placeholders;
 - ``_stream``: an answer shown while it is written (chat streaming, else post and edit);
 - ``_files``: a message's files, fetched from files.slack.com with the bot token (``fetch``);
@@ -97,8 +98,10 @@ class SlackAdapter(Adapter):
         self._sender = Sender(settings, lambda: self._client)
         self._intake = EventIntake(settings, self.dispatch, in_bot_thread=self._sender.in_bot_thread,
                                    accepted=self._sender.start_placeholder)
-        self._socket = SocketMode(settings, self.ready, self._stopping, self._health, self._intake.take_interactive)
-        self._events = EventsEndpoint(settings, lambda: self._app, self.ready, self._intake.take_interactive)
+        self._socket = SocketMode(settings, self.ready, self._stopping, self._health, self._intake.take_interactive,
+                                  self._intake.deliver_event)
+        self._events = EventsEndpoint(settings, lambda: self._app, self.ready, self._intake.take_interactive,
+                                      self._intake.deliver_event)
         self._approvals = ApprovalButtons(lambda: self._client)
         self._files = HttpFetcher("Slack", allowed_origins(settings.api_base_url, *FILE_HOSTS),
                                   secret_headers=lambda: {"Authorization": f"Bearer {reveal(settings.bot_token)}"},

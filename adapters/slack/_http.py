@@ -6,13 +6,21 @@ is dispatched. A signed request that Bolt cannot take is acknowledged (200) and
 logged, or Slack would send it again and again. Interactive payloads (a form
 field ``payload``: button presses; the app's Interactivity Request URL is this
 same path) never reach Bolt: they are handed to ``interactive`` and answered 200.
+
+An event (``event_callback``) never reaches Bolt either: it goes to ``events`` with its
+``X-Slack-Retry-Num``, and the answer waits for the router (``ACK_WAIT`` at most, below Slack's
+3 s): 200 once the router has taken it, 503 when the router deferred it (storage away) or still
+has it, so that Slack retries it (its retry joins a dispatch still running). Slash commands
+(through Bolt) and interactive payloads are answered 200 at once: Slack never retries them, and a
+command's ack must come within 3 s whatever the router does; storage away, the router's notice
+answers them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -50,11 +58,13 @@ def _signed(verifier: SignatureVerifier | None, body: bytes, stamp: str, signatu
 
 class EventsEndpoint:
     def __init__(self, settings: SlackSettings, app: Callable[[], AsyncApp | None], ready: asyncio.Event,
-                 interactive: Callable[[Any], None]) -> None:
+                 interactive: Callable[[Any], None], events: Callable[[Any, object], Awaitable[bool]]) -> None:
         """``app()`` is the current connection's Bolt app (None before the first connect);
-        ``interactive(payload)`` takes an interactive payload (the 200 follows at once)."""
+        ``interactive(payload)`` takes an interactive payload (the 200 follows at once);
+        ``events(body, retry_num)`` takes an event and says whether it may be acknowledged."""
         self._settings = settings
         self._interactive = interactive
+        self._events = events
         self._app = app
         self._ready = ready
         secret = reveal(settings.signing_secret)
@@ -75,7 +85,12 @@ class EventsEndpoint:
         try:
             body = raw.decode("utf-8")
             if request.content_type == "application/json":
-                usable = well_formed(json.loads(body))
+                parsed = json.loads(body)
+                usable = well_formed(parsed)
+                if usable and parsed.get("type") == "event_callback":
+                    if await self._events(parsed, request.headers.get("X-Slack-Retry-Num", "0")):
+                        return web.Response(status=200)
+                    return web.json_response({"error": "not stored yet"}, status=503)  # Slack retries it
             else:  # slash commands and interactive payloads are form posts
                 form = dict(parse_qsl(body, keep_blank_values=True))
                 if "payload" in form:

@@ -1,13 +1,20 @@
-"""Slack events and slash commands to the router, through slack-bolt's ``AsyncApp``.
+"""Slack events and slash commands to the router; slash commands through slack-bolt's ``AsyncApp``.
 
-Bolt acks every event before any work (its default ``process_before_response=False``).
-Bolt is given the bot's identity from the start-up ``auth.test`` (its ``authorize``
-hook), so no Web API call (and no 429 wait of a retry handler) stands between an
-event and its ack; Bolt's own client has no 429 retry handler. Our listener only
-converts the event and schedules its dispatch, per chat in arrival order. Slack
-retries are not deduplicated by Bolt: we drop a repeated ``event_id`` here, and the
-router's persistent dedupe on ``<channel>:<ts>`` absorbs the rest (a redelivery
-minutes later, or the ``message`` + ``app_mention`` pair of one post).
+An event (``event_callback``) comes from its transport (``_http``, ``_socket``) to
+``deliver_event``, which converts it and schedules its dispatch, per chat in arrival order,
+and says whether the delivery may be acknowledged: once the router has taken it, not when it
+deferred it or is still at it after ``ACK_WAIT`` (``_deliveries``: Slack's retries join or
+redispatch it; a repeated ``event_id`` is not run twice). Bolt is not in that path: it would
+acknowledge the event before our listener runs, and in Socket Mode it drops the envelope's
+``retry_attempt``. The router's persistent dedupe on ``<channel>:<ts>`` absorbs the rest (a
+redelivery minutes later, or the ``message`` + ``app_mention`` pair of one post).
+
+Slash commands go through Bolt, acknowledged before any work (its default
+``process_before_response=False``): Slack never retries a slash command (a late ack only shows
+the person an error), so a command that meets storage away gets the router's notice. Bolt is
+given the bot's identity from the start-up ``auth.test`` (its ``authorize`` hook), so no Web API
+call (and no 429 wait of a retry handler) stands between a command and its ack; Bolt's own
+client has no 429 retry handler.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from .._dispatch import ChatOrderedDispatch
 from ..base import Disposition, InboundMessage, MessageHandler
 from ..settings import reveal
 from ._approvals import ACTION_PREFIX, action_to_inbound
-from ._bounded import Bounded
+from ._deliveries import EventDeliveries, retry_number
 from ._inbound import PLATFORM, BotIdentity, command_to_inbound, to_inbound
 from ._settings import SlackSettings
 
@@ -45,19 +52,21 @@ class EventIntake:
         self._settings = settings
         self._in_bot_thread = in_bot_thread
         self._accepted = accepted
-        self._seen_events = Bounded()
         self._dispatches = ChatOrderedDispatch(PLATFORM, dispatch, after=self._after_dispatch)
+        self._events = EventDeliveries(self._dispatches.schedule)
+        self._me: BotIdentity | None = None
 
     @property
     def pending(self) -> set[asyncio.Task[Disposition | None]]:
         """Messages on their way to the router."""
-        return set(self._dispatches.pending)
+        return set(self._dispatches.pending) | set(self._events.pending)
 
     def make_app(self, me: BotIdentity, team_id: str | None, enterprise_id: str | None,
                  session: aiohttp.ClientSession | None) -> AsyncApp:
         """Bolt's app for one connection, its listeners feeding this intake."""
         s = self._settings
         http = s.mode == "http"
+        self._me = me
 
         async def authorize(enterprise_id: str | None, team_id: str | None, user_id: str | None) -> AuthorizeResult:
             # What Bolt's single-team authorization would build from its own lazy auth.test, from ours.
@@ -77,11 +86,6 @@ class EventIntake:
             logger=logging.getLogger("hermes.slack.bolt"),
         )
 
-        # Every event type gets this listener: an unmatched one would be a 404, which Slack retries.
-        @app.event(re.compile(".*"))
-        async def on_event(body: dict[str, Any]) -> None:
-            self._take_event(body, me)
-
         @app.command(re.compile(".*"))
         async def on_command(ack: Any, body: dict[str, Any]) -> None:
             await ack()  # the answer comes as a message, like every other answer
@@ -91,18 +95,20 @@ class EventIntake:
 
         return app
 
-    def _take_event(self, body: Any, me: BotIdentity) -> None:
-        """Bolt's listener: never waits for the router (the ack has gone already, or goes now)."""
-        if not isinstance(body, dict):
-            return
-        event_id = body.get("event_id")
-        if isinstance(event_id, str) and event_id:
-            if event_id in self._seen_events:
-                log.info("slack.event_duplicate", event_id=event_id)
-                return
-            self._seen_events.add(event_id)
+    async def deliver_event(self, body: Any, retry: object = 0) -> bool:
+        """One delivery of an ``event_callback`` body (``retry``: Slack's retry number, 0 for the
+        first): dispatched (or joined, see ``_deliveries``); whether it may be acknowledged now."""
+        event_id = body.get("event_id") if isinstance(body, dict) else None
+        event_id = event_id if isinstance(event_id, str) and event_id else None
+        task = self._events.take(event_id, retry_number(retry), lambda: self._convert(body, event_id))
+        return await self._events.settled(task, event_id)
+
+    def _convert(self, body: Any, event_id: str | None) -> InboundMessage | None:
+        me = self._me
+        if me is None or not isinstance(body, dict):
+            return None  # pragma: no cover - a transport takes events only once connected
         try:
-            message = to_inbound(
+            return to_inbound(
                 body.get("event"),
                 me,
                 free_response=self._settings.free_response_channels,
@@ -111,10 +117,7 @@ class EventIntake:
         except Exception as exc:
             # Never the payload: it is a user's message.
             log.warning("slack.event_malformed", event_id=event_id, error=type(exc).__name__)
-            return
-        if message is None:
-            return
-        self._dispatches.schedule(message)
+            return None
 
     def take_interactive(self, payload: Any) -> None:
         """An ``interactive`` payload its transport has acknowledged already: a press of one of our

@@ -7,6 +7,12 @@ and reconnects once, under the SDK's connect lock (the old socket is closed and
 its receiver cancelled first, so there are never two live handlers). An
 envelope Bolt cannot take is acknowledged and dropped, or Slack would redeliver
 it for hours.
+
+An ``events_api`` envelope with an event goes to ``events`` (not Bolt, which would ack it first
+and drop its ``retry_attempt``) and is acked once the router has taken it; deferred (storage
+away) or still with the router after ``ACK_WAIT``, it is not acked, and Slack redelivers it in a
+new envelope (same ``event_id``, ``retry_attempt`` > 0) that joins or redispatches it. Slash
+commands and interactive envelopes are acked at once: Slack does not redeliver them.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -47,6 +53,7 @@ class _SocketHandler(AsyncSocketModeHandler):
     ``interactive`` ones (button presses) acknowledged, then given to ``interactive``."""
 
     interactive: Callable[[Any], None] = staticmethod(lambda payload: None)
+    events: Callable[[Any, object], Awaitable[bool]] | None = None
 
     async def handle(self, client: AsyncBaseSocketModeClient, req: SocketModeRequest) -> None:
         if req.type == "interactive":
@@ -54,6 +61,11 @@ class _SocketHandler(AsyncSocketModeHandler):
             await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
             self.interactive(req.payload)
             return
+        if (req.type == "events_api" and self.events is not None and well_formed(req.payload)
+                and req.payload.get("type") == "event_callback"):
+            if await self.events(req.payload, req.retry_attempt or 0):
+                await client.send_socket_mode_response(SocketModeResponse(envelope_id=req.envelope_id))
+            return  # not acked: Slack redelivers it
         start = time.time()
         response: BoltResponse | None = None
         if (req.type == "events_api" and well_formed(req.payload)) or (
@@ -81,10 +93,12 @@ async def _socket_alive(sm: Any) -> bool:
 
 class SocketMode:
     def __init__(self, settings: SlackSettings, ready: asyncio.Event, stopping: asyncio.Event, health: Health,
-                 interactive: Callable[[Any], None]) -> None:
-        """``interactive(payload)``: an ``interactive`` envelope's payload, acknowledged already."""
+                 interactive: Callable[[Any], None], events: Callable[[Any, object], Awaitable[bool]]) -> None:
+        """``interactive(payload)``: an ``interactive`` envelope's payload, acknowledged already;
+        ``events(payload, retry_attempt)``: an event, and whether its envelope may be acked."""
         self._settings = settings
         self._interactive = interactive
+        self._events = events
         self._ready = ready
         self._stopping = stopping
         self._health = health
@@ -99,6 +113,7 @@ class SocketMode:
             app, app_token=reveal(s.app_token), logger=logging.getLogger("hermes.slack.socket"), ping_interval=s.ping_interval
         )
         handler.interactive = self._interactive
+        handler.events = self._events
         sm = handler.client
         # One owner of reconnection (the watchdog below); the SDK's own would race it.
         sm.default_auto_reconnect_enabled = False

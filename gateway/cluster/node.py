@@ -363,7 +363,7 @@ class ClusterNode:
                     if inspect.isawaitable(result):
                         await result
             except Exception:
-                self.log.exception("cluster.callback_failed", event=kind, name=name)
+                self.log.exception("cluster.callback_failed", kind=kind, name=name)
             finally:
                 if kind == "inbox" and (left := self._inbox_due.pop(name, 1) - 1) > 0:
                     self._inbox_due[name] = left

@@ -39,7 +39,12 @@
 
 ``user_says`` builds a ``message`` event (plus the ``app_mention`` Slack also sends for a mention)
 and delivers it over the socket when one is connected, else to ``events_url``; ``redeliver(body,
-retry_num)`` sends the same event (same ``event_id``) again, as Slack's retries do.
+retry_num)`` sends the same event (same ``event_id``) again, once, as one of Slack's retries.
+
+- **Retries** (``_slack_retries``): an event ``user_says`` / ``deliver`` sent that is not
+  acknowledged (HTTP: a non-2xx answer or none within 3 s; Socket Mode: no ack within 3 s) is
+  retried like Slack does, 3 times (``X-Slack-Retry-Num`` / ``retry_attempt``); ``retry_delays``
+  (Slack's 0 s, 1 min, 5 min by default), ``retry_now()``, ``event_deliveries``, ``events_given_up``.
 """
 
 from __future__ import annotations
@@ -60,16 +65,19 @@ from ._base import FakeServer, SentMessage
 from ._slack_chat import BOT_ID, BOT_USER, STREAM_METHODS, TIER_LIMITS, ChatMethods
 from ._slack_files import LOGIN_PAGE, SlackFile, SlackFiles
 from ._slack_interactions import InteractionMethods, sign
+from ._slack_retries import ACK_TIMEOUT, SLACK_RETRY_DELAYS, EventRetries
 from ._slack_selects import SelectMethods
 from ._slack_uploads import UPLOAD_LIMIT, PendingUpload, UploadMethods
 
 __all__ = [
+    "ACK_TIMEOUT",
     "APP_TOKEN",
     "BOT_TOKEN",
     "BOT_USER",
     "DEFAULT_SCOPES",
     "LOGIN_PAGE",
     "SIGNING_SECRET",
+    "SLACK_RETRY_DELAYS",
     "TIER_LIMITS",
     "UPLOAD_LIMIT",
     "FakeSlack",
@@ -99,7 +107,7 @@ class _Socket:
         self.closed = asyncio.Event()
 
 
-class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, FakeServer):
+class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, EventRetries, FakeServer):
     platform = "slack"
 
     def __init__(
@@ -153,6 +161,7 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, F
         self.uploads: dict[str, PendingUpload] = {}
         #: every button press delivered (``user_presses``), in order
         self.presses: list[dict[str, Any]] = []
+        self._init_retries()
 
     # ------------------------------------------------------------- lifecycle
 
@@ -160,6 +169,7 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, F
         self._http = aiohttp.ClientSession()
 
     async def _on_stop(self) -> None:
+        await self._stop_retries()
         for sock in self.sockets:
             if not sock.ws.closed:
                 await sock.ws.close()
@@ -294,11 +304,10 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, F
 
     async def send_envelope(self, body: dict[str, Any], *, retry_attempt: int = 0) -> str:
         """Send one ``events_api`` envelope over the newest live socket; returns its envelope id."""
-        envelope_id = f"env-{next(self._ids)}"
-        await self._live_socket().ws.send_json({
-            "envelope_id": envelope_id, "type": "events_api", "payload": body, "accepts_response_payload": False,
-            "retry_attempt": retry_attempt, "retry_reason": "timeout" if retry_attempt else "",
-        })
+        envelope_id = await self._send_event_envelope(body, retry_attempt, "timeout" if retry_attempt else "")
+        if envelope_id is None:
+            self._live_socket()  # raises: nothing is connected
+        assert envelope_id is not None
         return envelope_id
 
     async def wait_ack(self, envelope_id: str, timeout: float = 5.0) -> None:
@@ -351,10 +360,15 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, F
         }
 
     async def deliver(self, body: dict[str, Any], *, retry_num: int = 0) -> Any:
-        """Send an event body the way the client listens: over the socket if one is live, else HTTP."""
-        if any(not s.silent for s in self.open_sockets):
+        """Send an event body the way the client listens: over the socket if one is live, else HTTP.
+        A first delivery (``retry_num`` 0) is retried like Slack's (``_slack_retries``); the result
+        is its envelope id (Socket Mode) or HTTP status (None: no answer within ``ack_timeout``)."""
+        socket = any(not s.silent for s in self.open_sockets)
+        if retry_num == 0:
+            return await self.deliver_retrying(body, socket)
+        if socket:
             return await self.send_envelope(body, retry_attempt=retry_num)
-        return await self.post_event(body, retry_num=retry_num or None)
+        return await self.post_event(body, retry_num=retry_num)
 
     async def user_says(
         self,

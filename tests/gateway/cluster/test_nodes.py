@@ -9,7 +9,11 @@ from contextlib import AsyncExitStack
 from functools import partial
 
 import pytest
+from structlog.testing import capture_logs
 
+from gateway.cluster import ClusterNode
+from gateway.config import ClusterConfig
+from storage.postgres import PgStore
 from storage.postgres import cluster as pc
 from tests.gateway.cluster._nodes import ROLES, Events, holders, start_node, until
 from tests.gateway.cluster._runner import create_ran_table, ran_rows
@@ -197,3 +201,24 @@ async def test_a_claim_says_when_messages_wait_and_a_node_that_runs_no_inbox_ado
     assert await node.take_inbox("chat:w") == []
     other = await node.claim_lane("chat:none")
     assert other.mine and not other.pending
+
+
+async def test_a_callback_that_raises_is_logged_and_the_next_callbacks_still_run(
+    pg_url: str, stack: AsyncExitStack
+) -> None:
+    got: list[str] = []
+
+    def acquired(role: str) -> None:
+        got.append(role)
+        if len(got) == 1:  # e.g. the scheduler's start meeting the database away
+            raise RuntimeError("the first callback fails")
+
+    store = await stack.enter_async_context(PgStore(pg_url, min_size=1, max_size=6, connect_timeout=2))
+    node = ClusterNode(store, ClusterConfig(node_id="n0", failover_s=3.0), roles=("scheduler", "slack"),
+                       on_acquired=acquired)
+    with capture_logs() as logs:
+        await node.start()
+        stack.push_async_callback(node.stop)
+        await until(lambda: sorted(got) == ["scheduler", "slack"], "both roles' callbacks ran")
+    [failed] = [e for e in logs if e["event"] == "cluster.callback_failed"]
+    assert failed["kind"] == "acquired" and failed["name"] == got[0]
