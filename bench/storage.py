@@ -43,6 +43,7 @@ from storage import (
     WriterSettings,
     fts_index,
     fts_layout,
+    fts_merge,
     open_readonly_connection,
     ops,
     sanitize_fts5_query,
@@ -530,10 +531,15 @@ def build_search_db(
             conn.execute("BEGIN IMMEDIATE")
             for msg in stream[start : start + RAW_TX_ROWS]:
                 append(conn, msg)
-            # The indexer's work, as the writer does it (same function, same batch size as this load).
+            # The indexer's work, as the writer does it (same functions, same batch size as this load):
+            # the rows, then a merge step (our tables do not merge on their own).
             if not reference_layout:
                 fts_index.index_pending(conn, RAW_TX_ROWS)
+                fts_merge.merge_step(conn, fts_merge.IDLE_PAGES)
             conn.execute("COMMIT")
+        # and what the writer's idle time merges once the rows are in
+        while not reference_layout and fts_merge.merge_step(conn, fts_merge.IDLE_PAGES):
+            pass
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()
