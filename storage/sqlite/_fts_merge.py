@@ -43,11 +43,15 @@ def tune_merging(conn: sqlite3.Connection, suffix: str = "") -> None:
 
 
 def merging_tuned(conn: sqlite3.Connection) -> bool:
-    """True when both live tables have automerge off (one read each)."""
-    for table in _TABLES:
-        row = conn.execute(f"SELECT v FROM {table}_config WHERE k = 'automerge'").fetchone()
-        if row is None or row[0] != 0:
-            return False
+    """True when both live tables have automerge off (one read each); False where a table is missing
+    (``ensure_layout`` then builds them afresh)."""
+    try:
+        for table in _TABLES:
+            row = conn.execute(f"SELECT v FROM {table}_config WHERE k = 'automerge'").fetchone()
+            if row is None or row[0] != 0:
+                return False
+    except sqlite3.OperationalError:  # no such table
+        return False
     return True
 
 

@@ -84,3 +84,16 @@ async def test_the_tables_a_conversion_builds_are_tuned(db_path: Path) -> None:
         assert store.writer.stats.fts_conversion is None
         assert len(await store.search_messages("docker", limit=50)) == 30
     assert config(db_path) == {t: (0, CRISIS_SEGMENTS) for t in TABLES}
+
+
+async def test_a_file_whose_fts_tables_were_dropped_opens_and_is_indexed_again(db_path: Path) -> None:
+    async with StateStore(db_path) as store:
+        await write_messages(store, 12)
+        assert await store.catch_up_index()
+    with sqlite3.connect(db_path) as conn:  # someone dropped the search tables, not our triggers
+        for t in TABLES:
+            conn.execute(f"DROP TABLE {t}")
+    async with StateStore(db_path) as store:
+        assert await store.catch_up_index()
+        assert len(await store.search_messages("docker", limit=50)) == 12
+    assert config(db_path) == {t: (0, CRISIS_SEGMENTS) for t in TABLES}
