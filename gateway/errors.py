@@ -179,9 +179,8 @@ class ErrorView:
 
     def reply_error(self) -> ReplyError:
         """What an outbound notice carries of this error for an adapter that answers over HTTP."""
-        from adapters.base import (
-            ReplyError,  # not at the top: the command line's errors need none of adapters.base
-        )
+        # Not at the top: the command line imports this tree and needs none of adapters.base.
+        from adapters.base import ReplyError
 
         return ReplyError(self.http_status, self.error_type, self.error_code, self.retry_after)
 
