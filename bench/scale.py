@@ -110,8 +110,7 @@ def build(path: Path, gen: TextGen) -> float:
             done += len(chunk)
             if done % 100_000 == 0:
                 print(f"  built {done} messages in {time.perf_counter() - t0:.0f} s", flush=True)
-        while fts_merge.merge_step(conn, fts_merge.IDLE_PAGES):  # what the writer's idle time would finish
-            pass
+        fts_merge.merge_all(conn)  # what the writer's idle time would finish
         conn.execute("UPDATE sessions SET message_count = (SELECT count(*) FROM messages m WHERE m.session_id = sessions.id)")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:

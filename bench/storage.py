@@ -538,8 +538,8 @@ def build_search_db(
                 fts_merge.merge_step(conn, fts_merge.IDLE_PAGES)
             conn.execute("COMMIT")
         # and what the writer's idle time merges once the rows are in
-        while not reference_layout and fts_merge.merge_step(conn, fts_merge.IDLE_PAGES):
-            pass
+        if not reference_layout:
+            fts_merge.merge_all(conn)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         conn.close()

@@ -340,8 +340,9 @@ class Committer:
             log.warning("storage.index_step_failed", error=str(exc))
             self._index_retry_at = time.monotonic() + self.settings.index_lag_max  # back off for one lag period
             return -1
-        self._commits_since_checkpoint += 1  # not a caller's commit, but it grew the WAL
-        self.dirty = True
+        if n or merging or conversion is not None:  # a step that found nothing to do wrote nothing
+            self._commits_since_checkpoint += 1  # not a caller's commit, but it grew the WAL
+            self.dirty = True
         self.indexer.indexed(conn, n, merging=merging)
         if conversion is not None:
             self._converting = conversion.converting

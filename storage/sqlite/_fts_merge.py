@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import sqlite3
 
-__all__ = ["CRISIS_SEGMENTS", "IDLE_PAGES", "SLICE_PAGES", "merge_step", "merging_tuned", "tune_merging"]
+__all__ = ["CRISIS_SEGMENTS", "IDLE_PAGES", "SLICE_PAGES", "merge_all", "merge_step", "merging_tuned", "tune_merging"]
 
 #: pages merged per table after a slice of index_slice rows (a few pages each)
 SLICE_PAGES = 8
@@ -66,3 +66,10 @@ def merge_step(conn: sqlite3.Connection, pages: int) -> bool:
         conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)", (pages,))
         worked = worked or conn.total_changes - before >= 2
     return worked
+
+
+def merge_all(conn: sqlite3.Connection, pages: int = IDLE_PAGES) -> None:
+    """In the caller's transaction: merge steps until FTS5 finds nothing left to merge (what the
+    writer's idle time does in steps; for a bulk load that has no idle time, such as the benches')."""
+    while merge_step(conn, pages):
+        pass
