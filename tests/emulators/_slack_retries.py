@@ -90,9 +90,13 @@ class EventRetries:
         task = asyncio.create_task(self._retry_loop(body, first, socket), name="fake-slack:retries")
         self._retrying.add(task)
         task.add_done_callback(self._retrying.discard)
+        task.add_done_callback(lambda _: self._notify())
         if socket:
             return first["envelope_id"]
-        await self._wait(lambda: first["outcome"] is not None, None, closing_ok=True)
+        await self._wait(lambda: first["outcome"] is not None or task.done(), None, closing_ok=True)
+        failed = task.exception() if task.done() and not task.cancelled() else None
+        if failed is not None:
+            raise failed  # the delivery could not be made: say so rather than wait for its answer
         status = first["outcome"]
         return status if isinstance(status, int) else None
 

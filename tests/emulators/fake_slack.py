@@ -363,7 +363,9 @@ class FakeSlack(ChatMethods, UploadMethods, SelectMethods, InteractionMethods, E
         """Send an event body the way the client listens: over the socket if one is live, else HTTP.
         A first delivery (``retry_num`` 0) is retried like Slack's (``_slack_retries``); the result
         is its envelope id (Socket Mode) or HTTP status (None: no answer within ``ack_timeout``)."""
-        socket = any(not s.silent for s in self.open_sockets)
+        # Socket Mode (no events URL) with no live socket is still a Socket Mode delivery: it fails
+        # and is retried, as on Slack; never an HTTP post to nowhere.
+        socket = any(not s.silent for s in self.open_sockets) or self.events_url is None
         if retry_num == 0:
             return await self.deliver_retrying(body, socket)
         if socket:

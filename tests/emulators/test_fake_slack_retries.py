@@ -123,3 +123,22 @@ async def test_an_envelope_not_acked_is_redelivered_in_a_new_envelope(fake_slack
     assert {e["payload"]["event_id"] for e in envelopes} == {body["event_id"]}
     assert [d["outcome"] for d in fake.deliveries_of(body["event_id"])] == ["timeout", "timeout", "acked"]
     assert not fake.events_given_up
+
+
+async def test_an_event_while_no_socket_is_connected_is_retried_over_the_next_one(fake_slack: FakeSlack) -> None:
+    """Socket Mode with nothing connected (a node died, the next not yet there): the delivery fails
+    and is retried like an unacked one, never posted over HTTP nor waited on for ever."""
+    fake = fake_slack
+    fake.retry_delays, fake.ack_timeout = (0.0, 0.5, 0.5), 0.3
+    body = await asyncio.wait_for(fake.user_says("while nobody listens"), 5)
+    await fake.wait_for(lambda: fake.deliveries_of(body["event_id"])[0]["outcome"] == "timeout", 5)
+    async with aiohttp.ClientSession() as http:
+        opened = await (await http.post(f"{fake.api_base_url}apps.connections.open",
+                                        headers={"Authorization": f"Bearer {APP_TOKEN}"})).json()
+        async with http.ws_connect(opened["url"]) as ws:
+            assert (await ws.receive_json(timeout=5))["type"] == "hello"
+            envelope = await ws.receive_json(timeout=5)
+            await ws.send_json({"envelope_id": envelope["envelope_id"]})
+            await fake.wait_for(lambda: fake.deliveries_of(body["event_id"])[-1]["outcome"] == "acked", 5)
+    assert envelope["payload"]["event_id"] == body["event_id"] and envelope["retry_attempt"] >= 1
+    assert {d["transport"] for d in fake.deliveries_of(body["event_id"])} == {"socket"}
