@@ -244,7 +244,8 @@ class StreamingConfig(_Section):
     min_chars: int = Field(default=40, ge=1)
     #: ... or this many seconds after the model started writing, whichever comes first
     first_delay: float = Field(default=1.0, ge=0)
-    #: at most one edit of a streamed message per chat this often (seconds)
+    #: one answer's previews at most this often (seconds); a chat sees one edit per interval on
+    #: average, two back to back (a quick answer's preview and its final form)
     edit_interval: float = Field(default=1.0, ge=0.2)
     #: show a line per tool call in the streamed message, on every platform that does not say otherwise
     tool_progress: bool = False

@@ -6,9 +6,10 @@ callbacks only change the text and wake the driver's own task, so a slow
 platform never slows the model's stream. That task calls ``update`` paced
 for a throttled stream (messages edited in place): the first once the answer
 has ``streaming.min_chars`` characters or ``streaming.first_delay`` seconds
-after its first text, then at most one per ``streaming.edit_interval`` per
-chat (``ChatPacer``, shared by every answer streaming in that chat, the final
-edit included), and none until a 429's ``retry_after`` has passed; what was
+after its first text, then at most one per ``streaming.edit_interval``, within
+the chat's budget (``ChatPacer``, shared by every answer streaming in that
+chat, the final edit included: one edit per interval on average, two back to
+back), and none until a 429's ``retry_after`` has passed; what was
 written meanwhile goes out with the next one, so nothing is lost or sent
 twice. An unthrottled stream (SSE, a terminal) gets every new text at once.
 
@@ -37,6 +38,8 @@ log = structlog.get_logger("hermes.stream")
 _PROGRESS_LINES = 5
 #: a chat whose next edit was allowed this long ago is forgotten by the pacer
 _PACER_FORGET_S = 60.0
+#: edits of one chat that may go out back to back
+_BURST = 2
 
 
 def stopped_text(partial: str) -> str:
@@ -45,26 +48,34 @@ def stopped_text(partial: str) -> str:
 
 
 class ChatPacer:
-    """When each chat may see its next edit: one per ``interval``, later after a 429."""
+    """When each chat may see its next edit: one per ``interval`` on average, up to ``_BURST``
+    back to back, none before a 429's wait is over.
 
-    def __init__(self, interval: float) -> None:
+    A cell-rate budget per chat (``_tat``: when its budget would be whole again) rather than a
+    fixed gap, because the gap made a quick answer wait a whole interval between its only preview
+    and its final form, holding the chat's lane meanwhile; the platforms' own limits allow such a
+    pair (Discord: 5 edits per 5 s per channel; Slack's bursts; Telegram's 429 says when to retry).
+    """
+
+    def __init__(self, interval: float, burst: int = _BURST) -> None:
         self.interval = interval
-        self._next: dict[tuple[str, str], float] = {}
+        self.burst = burst
+        self._tat: dict[tuple[str, str], float] = {}
 
     def next_at(self, chat: tuple[str, str]) -> float:
-        return self._next.get(chat, 0.0)
+        return self._tat.get(chat, 0.0) - (self.burst - 1) * self.interval
 
     def note(self, chat: tuple[str, str], now: float) -> None:
         """An edit of ``chat`` goes out now."""
-        self._next[chat] = max(self._next.get(chat, 0.0), now + self.interval)
-        if len(self._next) > 256:
-            stale = [c for c, at in self._next.items() if at < now - _PACER_FORGET_S]
+        self._tat[chat] = max(self._tat.get(chat, 0.0), now) + self.interval
+        if len(self._tat) > 256:
+            stale = [c for c, at in self._tat.items() if at < now - _PACER_FORGET_S]
             for c in stale:
-                del self._next[c]
+                del self._tat[c]
 
     def hold(self, chat: tuple[str, str], until: float) -> None:
-        """The platform said to wait until ``until`` (a 429)."""
-        self._next[chat] = max(self._next.get(chat, 0.0), until)
+        """The platform said to wait until ``until`` (a 429): nothing before, then one at a time."""
+        self._tat[chat] = max(self._tat.get(chat, 0.0), until + (self.burst - 1) * self.interval)
 
 
 class StreamDriver:
@@ -96,6 +107,8 @@ class StreamDriver:
         #: the driver has shown everything and waits for more (so new text must wake it)
         self._waiting_for_text = True
         self._task: asyncio.Task[None] | None = None
+        #: monotonic time of the last paced update (None: none yet)
+        self._updated_at: float | None = None
         #: monotonic time of the first update that went out (None: nothing shown yet)
         self.first_shown_at: float | None = None
 
@@ -147,6 +160,8 @@ class StreamDriver:
     def _due(self) -> float:
         """When the next update may go out (a throttled stream)."""
         due = self._pacer.next_at(self._chat)
+        if self._updated_at is not None:  # one answer's previews keep the whole interval apart
+            due = max(due, self._updated_at + self._settings.edit_interval)
         if self.first_shown_at is None and len(self._text) < self._settings.min_chars and self._first_at is not None:
             due = max(due, self._first_at + self._settings.first_delay)
         return due
@@ -171,6 +186,7 @@ class StreamDriver:
             now = time.monotonic()
             if self._stream.throttled:
                 self._pacer.note(self._chat, now)
+                self._updated_at = now
             try:
                 await self._stream.update(text)
             except RateLimitedError as exc:

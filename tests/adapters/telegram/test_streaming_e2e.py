@@ -73,7 +73,10 @@ async def test_a_group_sees_one_message_edited_in_place_within_the_pace(
         assert len(edits) >= 3
         assert await stored_answers(gw.db_path) == [(ANSWER, "stop")]
         calls = visible_calls(fake, group["id"])
-        assert all(b - a >= INTERVAL - 0.02 for a, b in itertools.pairwise(calls))
+        # the previews keep the pace; the final edit may follow the last one at once (the chat's
+        # budget allows two back to back, one per interval on average)
+        assert all(b - a >= INTERVAL - 0.02 for a, b in itertools.pairwise(calls[:-1]))
+        assert all(z - x >= INTERVAL - 0.02 for x, z in zip(calls, calls[2:], strict=False))
 
 
 async def test_a_429_on_an_edit_slows_the_stream_and_loses_nothing(

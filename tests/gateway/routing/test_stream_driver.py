@@ -70,8 +70,10 @@ async def test_updates_grow_keep_the_pace_and_finish_with_the_final_text() -> No
     texts = [t for _, t in stream.updates]
     assert len(texts) >= 3
     assert all(b.startswith(a) for a, b in itertools.pairwise(texts))  # only ever grows
-    calls = [at for at, _ in stream.updates] + [at for at, _ in stream.finished]
-    assert all(b - a >= 0.2 - 1e-3 for a, b in itertools.pairwise(calls))
+    previews = [at for at, _ in stream.updates]
+    assert all(b - a >= 0.2 - 1e-3 for a, b in itertools.pairwise(previews))
+    calls = previews + [at for at, _ in stream.finished]  # the final edit may follow the last preview
+    assert all(z - x >= 0.2 - 1e-3 for x, z in zip(calls, calls[2:], strict=False))
     assert [t for _, t in stream.finished] == ["".join(words)]
     assert ids == [("m1",)]  # the ledger hears of the message once, when it appeared
 
@@ -140,8 +142,48 @@ async def test_two_answers_in_one_chat_share_its_pace() -> None:
     await da.close()
     await db.close()
     calls = sorted(at for s in (a, b) for at, _ in s.updates)
-    assert len(calls) >= 3
-    assert all(y - x >= 0.25 - 1e-3 for x, y in itertools.pairwise(calls))
+    assert len(calls) >= 4
+    # the chat's budget: two back to back at most, one per interval on average
+    assert all(z - x >= 0.25 - 1e-3 for x, z in zip(calls, calls[2:], strict=False))
+    assert calls[-1] - calls[0] >= (len(calls) - 2) * 0.25 - 1e-3
+    for s in (a, b):  # and each answer's own previews a whole interval apart
+        own = [at for at, _ in s.updates]
+        assert all(y - x >= 0.25 - 1e-3 for x, y in itertools.pairwise(own))
+
+
+def test_the_pacer_lets_two_edits_go_back_to_back_then_one_per_interval() -> None:
+    pacer = ChatPacer(1.0)
+    assert pacer.next_at(CHAT) <= 100.0
+    pacer.note(CHAT, 100.0)
+    assert pacer.next_at(CHAT) <= 100.0  # a second at once
+    pacer.note(CHAT, 100.0)
+    assert pacer.next_at(CHAT) == 101.0  # a third one interval later
+    pacer.note(CHAT, 101.0)
+    assert pacer.next_at(CHAT) == 102.0
+    assert pacer.next_at(("telegram", "2")) <= 100.0  # another chat has its own budget
+    pacer.note(CHAT, 110.0)  # a quiet spell fills the budget again, never beyond two
+    assert pacer.next_at(CHAT) <= 110.0
+    pacer.note(CHAT, 110.0)
+    assert pacer.next_at(CHAT) == 111.0
+
+
+def test_after_a_429_the_pacer_allows_nothing_before_its_end_then_one_at_a_time() -> None:
+    pacer = ChatPacer(1.0)
+    pacer.hold(CHAT, 105.0)
+    assert pacer.next_at(CHAT) == 105.0
+    pacer.note(CHAT, 105.0)
+    assert pacer.next_at(CHAT) == 106.0
+
+
+async def test_a_quick_answers_final_form_follows_its_only_preview_without_waiting_an_interval() -> None:
+    stream = Recording()
+    d = driver(stream, min_chars=1, first_delay=0, interval=30.0)
+    d.text("the whole answer")
+    while not stream.updates:
+        await asyncio.sleep(0.01)
+    # with a fixed gap, finish would sleep out the interval after the preview
+    await asyncio.wait_for(d.finish(final("the whole answer")), 10)
+    assert [t for _, t in stream.finished] == ["the whole answer"]
 
 
 @pytest.mark.parametrize(("partial", "shown"), [("half an ans", "half an ans\n\n⚡ Stopped."), ("  ", "⚡ Stopped.")])
