@@ -28,7 +28,20 @@ async def daemon_process(home: Path) -> AsyncIterator[subprocess.Popen[bytes]]:
     try:
         yield proc
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            await asyncio.to_thread(proc.wait, 30)
-        log.close()
+        try:
+            await _stop(proc)
+        finally:
+            log.close()
+
+
+async def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL if it is still there after 30 s: a daemon must not outlive its test."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        await asyncio.to_thread(proc.wait, 30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        await asyncio.to_thread(proc.wait, 10)
+        raise AssertionError("the daemon did not stop within 30 s of SIGTERM (killed)") from None
