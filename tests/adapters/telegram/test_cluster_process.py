@@ -210,8 +210,23 @@ async def test_a_database_restart_mid_load_is_survived(
             await wait_cluster(tmp_path / node, f"{node} back, one poller", lambda v: (
                 v["database"] == "up" and len([n for n in v["nodes"] if n["alive"]]) == 3 and len(pollers(v)) == 1))
         after = await say(2) | await say(3)
-        await until(lambda: after <= {t for _, t in delivered(fake)}, "every message after the restart answered")
+        try:
+            await until(lambda: after <= {t for _, t in delivered(fake)}, "every message after the restart answered")
+        except AssertionError as exc:  # say what is missing and what the nodes said (a rare failure under load)
+            missing = sorted(after - {t for _, t in delivered(fake)})
+            raise AssertionError(f"{exc}: missing {missing}\n{_warnings(tmp_path)}") from None
     texts = [t for _, t in delivered(fake)]
     assert len(texts) == len(set(texts)), f"an answer went out twice: {texts}"
     assert set(texts) <= before | during | after
 
+
+
+def _warnings(home: Path, last: int = 15) -> str:
+    """The last warnings and errors of each node's log, for a failure's message."""
+    parts = []
+    for node in NODES:
+        log = home / node / "daemon.log"
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        bad = [line[:300] for line in lines if '"level": "warning"' in line or '"level": "error"' in line]
+        parts.append(f"--- {node}: {len(lines)} lines, last warnings:\n" + "\n".join(bad[-last:]))
+    return "\n".join(parts)
