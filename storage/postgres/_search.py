@@ -31,6 +31,10 @@ from ._search_plan import (
 from ._search_text import corpus_figures, filters, hits_of, like_snippet, substring_snippet, word_snippet
 
 CONTEXT_CHARS = 200
+#: discovery reads this many top hits per session it needs before it ranks sessions one by one
+_HITS_PER_SESSION = 4
+#: sessions whose lineage roots are asked for in one query
+_LINEAGE_BATCH = 20
 
 
 def _row_dict(row: Any) -> dict[str, Any]:
@@ -247,16 +251,77 @@ def search_sessions(
     match, match_params = _match(p)
     rank = _rank(conn, p)
     where, params = filters(source_filter, None, role_filter, exclude_session_ids, owner)
+    # Filters apply before ranking, and each session keeps only its best hit,
+    # so noisy sessions cannot crowd out the one that matters.
+    hits = f"SELECT m.id, m.session_id, {rank.expr} AS rank FROM messages m{rank.lateral} WHERE {match} {where}"
+    head = (*rank.expr_params, *rank.lateral_params, *match_params, *params)
+    page = max(limit * 4, 20)
+    if sort in ("newest", "oldest"):
+        chosen = _best_per_session(conn, hits, head, sort, limit, page)
+    else:
+        chosen = _top_sessions(conn, hits, head, limit, page)
+    with conn.pipeline():  # every result's rows in one round trip
+        pending = [_discovery_result(conn, p, row, window) for row in chosen]
+    return [done() for done in pending]
+
+
+def _top_sessions(conn: PgConnection, hits: str, head: tuple[Any, ...], limit: int, page: int) -> list[Any]:
+    """The best-ranked sessions, one per lineage. A session's best hit is its first in the order of
+    all hits, so the top few hundred hits (a top-N sort, where ranking every session's best first
+    sorted all hits twice) hold the first sessions; a page of them that holds too few continues as
+    ``_best_per_session`` from the sessions already seen."""
+    rows = conn.execute(
+        f"""
+        SELECT h.id, h.session_id, s.title, s.source, s.started_at FROM (
+            SELECT * FROM ({hits}) h ORDER BY h.rank, h.id DESC LIMIT %s
+        ) h JOIN sessions s ON s.id = h.session_id ORDER BY h.rank, h.id DESC
+        """,
+        (*head, page * _HITS_PER_SESSION),
+        prepare=False,  # planned for these values: a term's frequency decides the plan
+    ).fetchall()
+    first: dict[str, Any] = {}  # each session's first hit: its best
+    for row in rows:
+        first.setdefault(row["session_id"], row)
+    roots: dict[str, str] = {}
+    seen: set[str] = set()
+    chosen = _one_per_lineage(conn, list(first.values()), roots, seen, limit)
+    if len(chosen) >= limit or len(rows) < page * _HITS_PER_SESSION:
+        return chosen
+    # these sessions are the first len(first) in the order of their best hits: go on after them
+    return _best_per_session(conn, hits, head, None, limit, page, offset=len(first), roots=roots, seen=seen,
+                             chosen=chosen)
+
+
+def _one_per_lineage(conn: PgConnection, rows: Sequence[Any], roots: dict[str, str], seen: set[str],
+                     limit: int, chosen: list[Any] | None = None) -> list[Any]:
+    """``chosen`` and those of ``rows`` (sessions in order) whose lineage is not yet ``seen``, up to ``limit``."""
+    chosen = [] if chosen is None else chosen
+    for start in range(0, len(rows), _LINEAGE_BATCH):
+        if len(chosen) >= limit:
+            break
+        batch = rows[start: start + _LINEAGE_BATCH]
+        _lineage_roots(conn, [row["session_id"] for row in batch], roots)
+        for row in batch:
+            if len(chosen) >= limit:
+                break
+            root = roots[row["session_id"]]
+            if root not in seen:
+                seen.add(root)
+                chosen.append(row)
+    return chosen
+
+
+def _best_per_session(conn: PgConnection, hits: str, head: tuple[Any, ...], sort: str | None, limit: int,
+                      page: int, *, offset: int = 0, roots: dict[str, str] | None = None,
+                      seen: set[str] | None = None, chosen: list[Any] | None = None) -> list[Any]:
+    """Every session's best hit ranked (a window over all hits), a page of sessions at a time."""
     order = {"newest": "s.started_at DESC, b.rank, b.id DESC", "oldest": "s.started_at ASC, b.rank, b.id DESC"}.get(
         sort or "", "b.rank, b.id DESC"
     )
-    # Filters apply before ranking, and each session keeps only its best hit,
-    # so noisy sessions cannot crowd out the one that matters.
     best = f"""
         SELECT h.id, h.session_id, h.rank,
                ROW_NUMBER() OVER (PARTITION BY h.session_id ORDER BY h.rank, h.id DESC) AS rn
-        FROM (SELECT m.id, m.session_id, {rank.expr} AS rank FROM messages m{rank.lateral}
-              WHERE {match} {where}) h
+        FROM ({hits}) h
     """
     if sort in ("newest", "oldest"):
         sql = f"""
@@ -269,29 +334,16 @@ def search_sessions(
                 SELECT * FROM ({best}) a WHERE a.rn = 1 ORDER BY a.rank, a.id DESC LIMIT %s OFFSET %s
             ) b JOIN sessions s ON s.id = b.session_id ORDER BY {order}
         """
-    head = (*rank.expr_params, *rank.lateral_params, *match_params, *params)
-    roots: dict[str, str] = {}
-    seen: set[str] = set()
-    chosen: list[Any] = []
-    page = max(limit * 4, 20)
-    offset = 0
+    roots = {} if roots is None else roots
+    seen = set() if seen is None else seen
+    chosen = [] if chosen is None else chosen
     while len(chosen) < limit:
         rows = conn.execute(sql, (*head, page, offset), prepare=False).fetchall()
-        _lineage_roots(conn, [row["session_id"] for row in rows], roots)
-        for row in rows:
-            root = roots[row["session_id"]]
-            if root in seen:
-                continue
-            seen.add(root)
-            chosen.append(row)
-            if len(chosen) >= limit:
-                break
+        _one_per_lineage(conn, rows, roots, seen, limit, chosen)
         if len(rows) < page:
             break
         offset += page
-    with conn.pipeline():  # every result's rows in one round trip
-        pending = [_discovery_result(conn, p, row, window) for row in chosen]
-    return [done() for done in pending]
+    return chosen
 
 
 def _discovery_result(conn: PgConnection, p: Plan, row: Any, window: int) -> Callable[[], dict[str, Any]]:

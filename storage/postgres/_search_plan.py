@@ -246,8 +246,9 @@ def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float,
             tf = "regexp_count(concat_ws(' ', m.content, m.tool_name, m.tool_calls), %s, 1, 'i')"
             lateral_params.append(word_tf_pattern(term))
         else:
-            tf = "coalesce(array_length(string_to_array(d.doc, %s), 1) - 1, 0)"
-            lateral_params.append(term.text.lower())
+            # the occurrences string_to_array would split at (none overlapping), without building the array
+            tf = "(octet_length(d.doc) - octet_length(replace(d.doc, %s, ''))) / octet_length(%s)"
+            lateral_params += [term.text.lower(), term.text.lower()]
         cols.append(f"({tf})::float8 AS tf{i}")
     lateral += f" CROSS JOIN LATERAL (SELECT {', '.join(cols)} OFFSET 0) t"
     parts: list[str] = []
