@@ -28,7 +28,15 @@ from ._search_plan import (
     rank_sql,
     tsquery,
 )
-from ._search_text import corpus_figures, filters, hits_of, like_snippet, substring_snippet, word_snippet
+from ._search_text import (
+    SUPERSEDED_SQL,
+    corpus_figures,
+    filters,
+    hits_of,
+    like_snippet,
+    substring_snippet,
+    word_snippet,
+)
 
 CONTEXT_CHARS = 200
 #: discovery reads this many top hits per session it needs before it ranks sessions one by one
@@ -250,14 +258,14 @@ def search_sessions(
         return []
     match, match_params = _match(p)
     rank = _rank(conn, p)
-    where, params = filters(source_filter, None, role_filter, exclude_session_ids, owner)
+    where, params = filters(source_filter, None, role_filter, exclude_session_ids, owner, superseded=False)
     # Filters apply before ranking, and each session keeps only its best hit,
     # so noisy sessions cannot crowd out the one that matters.
     hits = f"SELECT m.id, m.session_id, {rank.expr} AS rank FROM messages m{rank.lateral} WHERE {match} {where}"
     head = (*rank.expr_params, *rank.lateral_params, *match_params, *params)
     page = max(limit * 4, 20)
     if sort in ("newest", "oldest"):
-        chosen = _best_per_session(conn, hits, head, sort, limit, page)
+        chosen = _best_per_session(conn, _unsuperseded(hits), head, sort, limit, page)
     else:
         chosen = _top_sessions(conn, hits, head, limit, page)
     with conn.pipeline():  # every result's rows in one round trip
@@ -270,9 +278,10 @@ def _top_sessions(conn: PgConnection, hits: str, head: tuple[Any, ...], limit: i
     all hits, so the top few hundred hits (a top-N sort, where ranking every session's best first
     sorted all hits twice) hold the first sessions; a page of them that holds too few continues as
     ``_best_per_session`` from the sessions already seen."""
+    # ``hits`` holds superseded answers: only the few read back are looked up (not every hit)
     rows = conn.execute(
         f"""
-        SELECT h.id, h.session_id, s.title, s.source, s.started_at FROM (
+        SELECT h.id, h.session_id, s.title, s.source, s.started_at, {SUPERSEDED_SQL.format(id='h.id')} AS kept FROM (
             SELECT * FROM ({hits}) h ORDER BY h.rank, h.id DESC LIMIT %s
         ) h JOIN sessions s ON s.id = h.session_id ORDER BY h.rank, h.id DESC
         """,
@@ -281,15 +290,20 @@ def _top_sessions(conn: PgConnection, hits: str, head: tuple[Any, ...], limit: i
     ).fetchall()
     first: dict[str, Any] = {}  # each session's first hit: its best
     for row in rows:
-        first.setdefault(row["session_id"], row)
+        if row["kept"]:
+            first.setdefault(row["session_id"], row)
     roots: dict[str, str] = {}
     seen: set[str] = set()
     chosen = _one_per_lineage(conn, list(first.values()), roots, seen, limit)
     if len(chosen) >= limit or len(rows) < page * _HITS_PER_SESSION:
         return chosen
     # these sessions are the first len(first) in the order of their best hits: go on after them
-    return _best_per_session(conn, hits, head, None, limit, page, offset=len(first), roots=roots, seen=seen,
-                             chosen=chosen)
+    return _best_per_session(conn, _unsuperseded(hits), head, None, limit, page, offset=len(first), roots=roots,
+                             seen=seen, chosen=chosen)
+
+
+def _unsuperseded(hits: str) -> str:
+    return f"{hits} AND {SUPERSEDED_SQL.format(id='m.id')}"
 
 
 def _one_per_lineage(conn: PgConnection, rows: Sequence[Any], roots: dict[str, str], seen: set[str],

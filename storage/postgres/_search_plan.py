@@ -230,9 +230,12 @@ def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float,
     if kind == WORDS:
         cols.append("m.search_tokens AS len")
     else:
-        cased = any(t.text.lower() != t.text.upper() for t in terms)
-        text = "concat_ws(chr(1), m.content, m.tool_name, m.tool_calls)"
-        lateral = f" CROSS JOIN LATERAL (SELECT {f'lower({text})' if cased else text} AS doc OFFSET 0) d"
+        # Counted column by column (no match spans two: terms hold no control character, the
+        # substring index's separator); a term with case in lower-cased copies made once per row.
+        docs = ["m.content", "m.tool_name", "m.tool_calls"]
+        if any(t.text.lower() != t.text.upper() for t in terms):
+            lateral = f" CROSS JOIN LATERAL (SELECT {', '.join(f'lower({c}) AS c{k}' for k, c in enumerate(docs))} OFFSET 0) d"
+            docs = ["d.c0", "d.c1", "d.c2"]
         cols.append("coalesce(greatest(char_length(m.content) - 2, 0), 0) + coalesce(greatest(char_length(m.tool_name)"
                     " - 2, 0), 0) + coalesce(greatest(char_length(m.tool_calls) - 2, 0), 0) AS len")
     for i, term in enumerate(terms):
@@ -246,9 +249,10 @@ def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float,
             tf = "regexp_count(concat_ws(' ', m.content, m.tool_name, m.tool_calls), %s, 1, 'i')"
             lateral_params.append(word_tf_pattern(term))
         else:
-            # the occurrences string_to_array would split at (none overlapping), without building the array
-            tf = "(octet_length(d.doc) - octet_length(replace(d.doc, %s, ''))) / octet_length(%s)"
-            lateral_params += [term.text.lower(), term.text.lower()]
+            # the occurrences (none overlapping) from the bytes replace() takes out, no copy of the row's text
+            tf = "(" + " + ".join(f"coalesce(octet_length({c}) - octet_length(replace({c}, %s, '')), 0)" for c in docs)
+            tf += ") / octet_length(%s)"
+            lateral_params += [term.text.lower()] * 4
         cols.append(f"({tf})::float8 AS tf{i}")
     lateral += f" CROSS JOIN LATERAL (SELECT {', '.join(cols)} OFFSET 0) t"
     parts: list[str] = []

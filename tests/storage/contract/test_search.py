@@ -165,6 +165,18 @@ async def test_superseded_answers_are_not_found(db: Db) -> None:
     assert hit["match_message_id"] == new
 
 
+async def test_superseded_best_hits_give_way_to_the_kept_ones(db: Db) -> None:
+    # the superseded answers rank first (short, the word twice): discovery must look past all of them
+    await session(db, "retried", "cli", started_at=T0)
+    for _ in range(120):
+        await supersede(db, "retried", await message(db, "retried", "assistant", "stripes stripes"))
+    kept = await message(db, "retried", "assistant", "zebras have stripes, and each zebra's stripes differ")
+    await session(db, "other", "cli", started_at=T0 + 1)
+    other = await message(db, "other", "user", "a shirt with stripes, which I wore to the zoo to see the zebras")
+    found = [(r["session_id"], r["match_message_id"]) for r in await search_sessions(db, "stripes", limit=5)]
+    assert found == [("retried", kept), ("other", other)]
+
+
 # ---------------------------------------------------------- result format
 
 
