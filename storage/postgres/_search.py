@@ -9,7 +9,8 @@ state.db nothing waits for an indexer. Hits rank by FTS5's bm25 (``_search_plan.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from .._model import ChatOwner
 from ._conn import PgConnection
@@ -20,6 +21,8 @@ from ._search_plan import (
     TRIGRAM,
     TRIGRAM_ROWS_SQL,
     WORDS,
+    Node,
+    Op,
     Plan,
     Rank,
     Term,
@@ -39,6 +42,7 @@ from ._search_text import (
 )
 
 CONTEXT_CHARS = 200
+T = TypeVar("T")
 
 
 def _row_dict(row: Any) -> dict[str, Any]:
@@ -66,12 +70,44 @@ def _neighbour(conn: PgConnection, session_id: str, message_id: int, before: boo
     return done
 
 
-def _plan(conn: PgConnection, query: str) -> Plan | None:
-    def has_word_hits(term: Term) -> bool:
-        sql = "SELECT 1 FROM messages m WHERE m.search_words @@ to_tsquery('simple', %s) LIMIT 1"
-        return conn.execute(sql, (tsquery(term),)).fetchone() is not None
+def _searched(conn: PgConnection, query: str, run: Callable[[Plan], list[T]]) -> list[T]:
+    """``run``'s results under the query's plan, which asks whether a term is a whole word anywhere.
 
-    return plan(query, has_word_hits)
+    Asking costs a scan of the table when it is not: the planner, unable to tell an absent word
+    from a common one, reads every row for the first hit. So the word index is tried first, and
+    only when it finds nothing is the question asked, of an index scan (cheap for an absent word),
+    and the search run again if the answer is no. A hit proves each term that must match a whole
+    word (so not behind OR: ``a OR b`` found proves neither; such a query asks first)."""
+    asked: list[Term] = []
+
+    def assume(term: Term) -> bool:
+        asked.append(term)
+        return True
+
+    p = plan(query, assume)
+    if p is None:
+        return []
+    if asked and _has_or(p.tree):
+        p = plan(query, partial(_has_word_hits, conn, bitmap=False))
+        assert p is not None
+    found = run(p)
+    if found or not asked or _has_or(p.tree):
+        return found
+    again = plan(query, partial(_has_word_hits, conn, bitmap=True))
+    return found if again is None or again.kind == p.kind else run(again)
+
+
+def _has_word_hits(conn: PgConnection, term: Term, *, bitmap: bool) -> bool:
+    sql = "SELECT 1 FROM messages m WHERE m.search_words @@ to_tsquery('simple', %s)"
+    if bitmap:  # the index's whole list first: nothing to read for an absent word, much for a common one
+        sql = f"WITH h AS MATERIALIZED ({sql}) SELECT 1 FROM h LIMIT 1"
+    else:
+        sql += " LIMIT 1"
+    return conn.execute(sql, (tsquery(term),)).fetchone() is not None
+
+
+def _has_or(node: Node) -> bool:
+    return isinstance(node, Op) and (node.op == "OR" or _has_or(node.left) or _has_or(node.right))
 
 
 def _match(p: Plan) -> tuple[str, list[Any]]:
@@ -130,9 +166,14 @@ def search_messages(
 ) -> list[dict[str, Any]]:
     """Full-text search with FTS5 syntax; user text is sanitized first. A term of three
     characters or more that is no whole word anywhere matches as a substring (``netw``)."""
-    p = _plan(conn, query)
-    if p is None:
-        return []
+    return _searched(conn, query, partial(_messages, conn, source_filter=source_filter,
+                                          exclude_sources=exclude_sources, role_filter=role_filter, limit=limit,
+                                          offset=offset, owner=owner))
+
+
+def _messages(conn: PgConnection, p: Plan, *, source_filter: Sequence[str] | None,
+              exclude_sources: Sequence[str] | None, role_filter: Sequence[str] | None, limit: int, offset: int,
+              owner: ChatOwner | None) -> list[dict[str, Any]]:
     match, match_params = _match(p)
     rank = _rank(conn, p)
     where, params = filters(source_filter, exclude_sources, role_filter, owner=owner)
@@ -225,9 +266,14 @@ def search_sessions(
     """Discovery: the top sessions for a query, one per lineage, each with its
     opening and closing messages and a window around the best hit; ``owner``
     keeps only the sessions that chat may resume."""
-    p = _plan(conn, query)
-    if p is None:
-        return []
+    return _searched(conn, query, partial(_sessions, conn, limit=limit, role_filter=role_filter,
+                                          source_filter=source_filter, exclude_session_ids=exclude_session_ids,
+                                          sort=sort, window=window, owner=owner))
+
+
+def _sessions(conn: PgConnection, p: Plan, *, limit: int, role_filter: Sequence[str] | None,
+              source_filter: Sequence[str] | None, exclude_session_ids: Sequence[str] | None, sort: str | None,
+              window: int, owner: ChatOwner | None) -> list[dict[str, Any]]:
     match, match_params = _match(p)
     rank = _rank(conn, p)
     where, params = filters(source_filter, None, role_filter, exclude_session_ids, owner, superseded=False)

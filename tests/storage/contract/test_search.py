@@ -247,6 +247,17 @@ async def test_whole_words_still_come_from_the_word_index(db: Db) -> None:
     assert await ids(db, "net") == {word}
 
 
+async def test_a_whole_word_outside_the_filters_finds_no_substrings_inside_them(db: Db) -> None:
+    # "net" is a word in telegram's session only: the cli session's "network" is no hit, filtered or not
+    await session(db, "s", "cli")
+    await session(db, "t", "telegram", started_at=T0 + 1)
+    await message(db, "s", "user", "network trouble")
+    word = await message(db, "t", "user", "the net is down")
+    assert await ids(db, "net", source_filter=["cli"]) == set()
+    assert await search_sessions(db, "net", source_filter=["cli"]) == []
+    assert [r["match_message_id"] for r in await search_sessions(db, "net")] == [word]
+
+
 async def test_terms_shorter_than_a_trigram_are_never_substring_searched(db: Db) -> None:
     await session(db, "s", "cli")
     await message(db, "s", "user", "networking")
