@@ -16,7 +16,7 @@ state.db, for several gateway nodes sharing one database.
 - ``_ownership`` (``ownership``): which sessions a chat may see and resume.
 - ``cluster`` (``_cluster``, ``_cluster_inbox``): several nodes over one database: nodes and
   their heartbeats, leases with fencing tokens for lanes and roles, the hand-off inbox.
-- ``_search`` (``search``), ``_search_plan``, ``_search_text``: full-text search (migration 0003's
+- ``_search`` (``search``), ``_search_plan``, ``_search_text``, ``_discovery``: full-text search (migration 0003's
   tsvector and pg_trgm indexes), ranked by FTS5's bm25 so both backends answer alike.
 - ``_probe``: ``probe`` (the server's version, the migrations applied; never migrates) and
   ``read_once`` (one read-only transaction), for ``doctor`` and the command line.

@@ -9,16 +9,20 @@ state.db nothing waits for an indexer. Hits rank by FTS5's bm25 (``_search_plan.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from .._model import ChatOwner
 from ._conn import PgConnection
+from ._discovery import best_sessions
 from ._search_plan import (
     COUNT_RANKS_SQL,
     SCAN,
     TRIGRAM,
     TRIGRAM_ROWS_SQL,
     WORDS,
+    Node,
+    Op,
     Plan,
     Rank,
     Term,
@@ -28,9 +32,17 @@ from ._search_plan import (
     rank_sql,
     tsquery,
 )
-from ._search_text import corpus_figures, filters, hits_of, like_snippet, substring_snippet, word_snippet
+from ._search_text import (
+    corpus_figures,
+    filters,
+    hits_of,
+    like_snippet,
+    substring_snippet,
+    word_snippet,
+)
 
 CONTEXT_CHARS = 200
+T = TypeVar("T")
 
 
 def _row_dict(row: Any) -> dict[str, Any]:
@@ -58,12 +70,44 @@ def _neighbour(conn: PgConnection, session_id: str, message_id: int, before: boo
     return done
 
 
-def _plan(conn: PgConnection, query: str) -> Plan | None:
-    def has_word_hits(term: Term) -> bool:
-        sql = "SELECT 1 FROM messages m WHERE m.search_words @@ to_tsquery('simple', %s) LIMIT 1"
-        return conn.execute(sql, (tsquery(term),)).fetchone() is not None
+def _searched(conn: PgConnection, query: str, run: Callable[[Plan], list[T]]) -> list[T]:
+    """``run``'s results under the query's plan, which asks whether a term is a whole word anywhere.
 
-    return plan(query, has_word_hits)
+    Asking costs a scan of the table when it is not: the planner, unable to tell an absent word
+    from a common one, reads every row for the first hit. So the word index is tried first, and
+    only when it finds nothing is the question asked, of an index scan (cheap for an absent word),
+    and the search run again if the answer is no. A hit proves each term that must match a whole
+    word (so not behind OR: ``a OR b`` found proves neither; such a query asks first)."""
+    asked: list[Term] = []
+
+    def assume(term: Term) -> bool:
+        asked.append(term)
+        return True
+
+    p = plan(query, assume)
+    if p is None:
+        return []
+    if asked and _has_or(p.tree):
+        p = plan(query, partial(_has_word_hits, conn, bitmap=False))
+        assert p is not None
+    found = run(p)
+    if found or not asked or _has_or(p.tree):
+        return found
+    again = plan(query, partial(_has_word_hits, conn, bitmap=True))
+    return found if again is None or again.kind == p.kind else run(again)
+
+
+def _has_word_hits(conn: PgConnection, term: Term, *, bitmap: bool) -> bool:
+    sql = "SELECT 1 FROM messages m WHERE m.search_words @@ to_tsquery('simple', %s)"
+    if bitmap:  # the index's whole list first: nothing to read for an absent word, much for a common one
+        sql = f"WITH h AS MATERIALIZED ({sql}) SELECT 1 FROM h LIMIT 1"
+    else:
+        sql += " LIMIT 1"
+    return conn.execute(sql, (tsquery(term),)).fetchone() is not None
+
+
+def _has_or(node: Node) -> bool:
+    return isinstance(node, Op) and (node.op == "OR" or _has_or(node.left) or _has_or(node.right))
 
 
 def _match(p: Plan) -> tuple[str, list[Any]]:
@@ -122,9 +166,14 @@ def search_messages(
 ) -> list[dict[str, Any]]:
     """Full-text search with FTS5 syntax; user text is sanitized first. A term of three
     characters or more that is no whole word anywhere matches as a substring (``netw``)."""
-    p = _plan(conn, query)
-    if p is None:
-        return []
+    return _searched(conn, query, partial(_messages, conn, source_filter=source_filter,
+                                          exclude_sources=exclude_sources, role_filter=role_filter, limit=limit,
+                                          offset=offset, owner=owner))
+
+
+def _messages(conn: PgConnection, p: Plan, *, source_filter: Sequence[str] | None,
+              exclude_sources: Sequence[str] | None, role_filter: Sequence[str] | None, limit: int, offset: int,
+              owner: ChatOwner | None) -> list[dict[str, Any]]:
     match, match_params = _match(p)
     rank = _rank(conn, p)
     where, params = filters(source_filter, exclude_sources, role_filter, owner=owner)
@@ -202,30 +251,6 @@ def _bookends(conn: PgConnection, session_id: str, n: int = 3) -> Callable[[], t
     return lambda: ([_row_dict(r) for r in start.fetchall()], [_row_dict(r) for r in reversed(end.fetchall())])
 
 
-def _lineage_roots(conn: PgConnection, session_ids: Sequence[str], cache: dict[str, str]) -> None:
-    """The oldest ancestor of each session (as ``queries.lineage_ancestors`` walks it), into ``cache``:
-    one result per lineage. One query for a page of hits."""
-    todo = [sid for sid in dict.fromkeys(session_ids) if sid not in cache]
-    if not todo:
-        return
-    rows = conn.execute(
-        """
-        WITH RECURSIVE lineage(start, id, parent_session_id, depth) AS (
-            SELECT id, id, parent_session_id, 0 FROM sessions WHERE id = ANY(%s)
-            UNION ALL
-            SELECT l.start, s.id, s.parent_session_id, l.depth + 1
-            FROM sessions s JOIN lineage l ON s.id = l.parent_session_id
-            WHERE l.depth < 10000
-        )
-        SELECT DISTINCT ON (start) start, id FROM lineage ORDER BY start, depth DESC
-        """,
-        (todo,),
-    ).fetchall()
-    found = {str(r[0]): str(r[1]) for r in rows}
-    for sid in todo:
-        cache[sid] = found.get(sid, sid)
-
-
 def search_sessions(
     conn: PgConnection,
     query: str,
@@ -241,54 +266,22 @@ def search_sessions(
     """Discovery: the top sessions for a query, one per lineage, each with its
     opening and closing messages and a window around the best hit; ``owner``
     keeps only the sessions that chat may resume."""
-    p = _plan(conn, query)
-    if p is None:
-        return []
+    return _searched(conn, query, partial(_sessions, conn, limit=limit, role_filter=role_filter,
+                                          source_filter=source_filter, exclude_session_ids=exclude_session_ids,
+                                          sort=sort, window=window, owner=owner))
+
+
+def _sessions(conn: PgConnection, p: Plan, *, limit: int, role_filter: Sequence[str] | None,
+              source_filter: Sequence[str] | None, exclude_session_ids: Sequence[str] | None, sort: str | None,
+              window: int, owner: ChatOwner | None) -> list[dict[str, Any]]:
     match, match_params = _match(p)
     rank = _rank(conn, p)
-    where, params = filters(source_filter, None, role_filter, exclude_session_ids, owner)
-    order = {"newest": "s.started_at DESC, b.rank, b.id DESC", "oldest": "s.started_at ASC, b.rank, b.id DESC"}.get(
-        sort or "", "b.rank, b.id DESC"
-    )
+    where, params = filters(source_filter, None, role_filter, exclude_session_ids, owner, superseded=False)
     # Filters apply before ranking, and each session keeps only its best hit,
     # so noisy sessions cannot crowd out the one that matters.
-    best = f"""
-        SELECT h.id, h.session_id, h.rank,
-               ROW_NUMBER() OVER (PARTITION BY h.session_id ORDER BY h.rank, h.id DESC) AS rn
-        FROM (SELECT m.id, m.session_id, {rank.expr} AS rank FROM messages m{rank.lateral}
-              WHERE {match} {where}) h
-    """
-    if sort in ("newest", "oldest"):
-        sql = f"""
-            SELECT b.id, b.session_id, s.title, s.source, s.started_at FROM ({best}) b
-            JOIN sessions s ON s.id = b.session_id WHERE b.rn = 1 ORDER BY {order} LIMIT %s OFFSET %s
-        """
-    else:  # the page first, then its sessions
-        sql = f"""
-            SELECT b.id, b.session_id, s.title, s.source, s.started_at FROM (
-                SELECT * FROM ({best}) a WHERE a.rn = 1 ORDER BY a.rank, a.id DESC LIMIT %s OFFSET %s
-            ) b JOIN sessions s ON s.id = b.session_id ORDER BY {order}
-        """
+    hits = f"SELECT m.id, m.session_id, {rank.expr} AS rank FROM messages m{rank.lateral} WHERE {match} {where}"
     head = (*rank.expr_params, *rank.lateral_params, *match_params, *params)
-    roots: dict[str, str] = {}
-    seen: set[str] = set()
-    chosen: list[Any] = []
-    page = max(limit * 4, 20)
-    offset = 0
-    while len(chosen) < limit:
-        rows = conn.execute(sql, (*head, page, offset), prepare=False).fetchall()
-        _lineage_roots(conn, [row["session_id"] for row in rows], roots)
-        for row in rows:
-            root = roots[row["session_id"]]
-            if root in seen:
-                continue
-            seen.add(root)
-            chosen.append(row)
-            if len(chosen) >= limit:
-                break
-        if len(rows) < page:
-            break
-        offset += page
+    chosen = best_sessions(conn, hits, head, sort, limit)
     with conn.pipeline():  # every result's rows in one round trip
         pending = [_discovery_result(conn, p, row, window) for row in chosen]
     return [done() for done in pending]

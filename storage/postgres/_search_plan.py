@@ -224,17 +224,24 @@ def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float,
     count (``search_tokens``). Trigrams: every three characters are a token, so f(q, D) counts
     the term's occurrences and |D| is the row's characters less two per column. The LATERAL
     subqueries end in OFFSET 0 so the planner keeps them whole: each count is computed once."""
-    lateral = ""
     cols: list[str] = []
     lateral_params: list[Any] = []
+    source = ""
     if kind == WORDS:
         cols.append("m.search_tokens AS len")
     else:
-        cased = any(t.text.lower() != t.text.upper() for t in terms)
-        text = "concat_ws(chr(1), m.content, m.tool_name, m.tool_calls)"
-        lateral = f" CROSS JOIN LATERAL (SELECT {f'lower({text})' if cased else text} AS doc OFFSET 0) d"
-        cols.append("coalesce(greatest(char_length(m.content) - 2, 0), 0) + coalesce(greatest(char_length(m.tool_name)"
-                    " - 2, 0), 0) + coalesce(greatest(char_length(m.tool_calls) - 2, 0), 0) AS len")
+        # Counted column by column (no match spans two: terms hold no control character, the
+        # substring index's separator). Each column is read once per row (``|| ''``: a text moved
+        # out of the row, as a long message is, would be fetched again by every function given it),
+        # and a term with case is counted in lower-cased copies made once. All in the one LATERAL
+        # over m's columns: a LATERAL over another's results looks to the planner like a few
+        # values repeated, which it caches per value (Memoize: every text copied, every lookup a miss).
+        source = " FROM (SELECT m.content || '' AS r0, m.tool_name || '' AS r1, m.tool_calls || '' AS r2 OFFSET 0) r"
+        docs = ["r.r0", "r.r1", "r.r2"]
+        cols.append(" + ".join(f"coalesce(greatest(char_length({c}) - 2, 0), 0)" for c in docs) + " AS len")
+        if any(t.text.lower() != t.text.upper() for t in terms):
+            source = f" FROM (SELECT r.*, {', '.join(f'lower({c}) AS c{k}' for k, c in enumerate(docs))}{source} OFFSET 0) r"
+            docs = ["r.c0", "r.c1", "r.c2"]
     for i, term in enumerate(terms):
         if kind == WORDS and _ASCII_WORD.fullmatch(term.text) and not term.prefix:
             # One plain word: its count is in the row's tsvector, read back through ts_rank, whose
@@ -246,10 +253,12 @@ def rank_sql(kind: str, terms: tuple[Term, ...], idf: list[float], avgdl: float,
             tf = "regexp_count(concat_ws(' ', m.content, m.tool_name, m.tool_calls), %s, 1, 'i')"
             lateral_params.append(word_tf_pattern(term))
         else:
-            tf = "coalesce(array_length(string_to_array(d.doc, %s), 1) - 1, 0)"
-            lateral_params.append(term.text.lower())
+            # the occurrences (none overlapping) from the bytes replace() takes out
+            tf = "(" + " + ".join(f"coalesce(octet_length({c}) - octet_length(replace({c}, %s, '')), 0)" for c in docs)
+            tf += ") / octet_length(%s)"
+            lateral_params += [term.text.lower()] * 4
         cols.append(f"({tf})::float8 AS tf{i}")
-    lateral += f" CROSS JOIN LATERAL (SELECT {', '.join(cols)} OFFSET 0) t"
+    lateral = f" CROSS JOIN LATERAL (SELECT {', '.join(cols)}{source} OFFSET 0) t"
     parts: list[str] = []
     params: list[Any] = []
     for i, weight in enumerate(idf):

@@ -21,6 +21,9 @@ SAMPLE_TTL_S = 300.0
 _sampled: dict[tuple[str, int, str, str], tuple[float, tuple[int, float]]] = {}
 _WORD = re.compile(r"[^\W_]+")
 
+#: An answer a /retry replaced is kept, but found no more (the model never sees it again).
+SUPERSEDED_SQL = "NOT EXISTS (SELECT 1 FROM gateway_superseded x WHERE x.message_id = {id})"
+
 # The /resume rule of storage/sqlite/_ownership.py, with this driver's parameters.
 _OWNED_SQL = """
     SELECT s.id FROM gateway_session_bindings b JOIN sessions s ON s.id = b.session_id
@@ -43,10 +46,12 @@ def filters(
     role_filter: Sequence[str] | None,
     exclude_session_ids: Sequence[str] | None = None,
     owner: ChatOwner | None = None,
+    *,
+    superseded: bool = True,
 ) -> tuple[str, list[Any]]:
-    """The WHERE clauses (each starting with AND) over ``messages m``."""
-    # An answer a /retry replaced is kept, but found no more (the model never sees it again).
-    sql = " AND NOT EXISTS (SELECT 1 FROM gateway_superseded x WHERE x.message_id = m.id)"
+    """The WHERE clauses (each starting with AND) over ``messages m``; ``superseded=False`` leaves
+    out ``SUPERSEDED_SQL`` for a caller that applies it itself."""
+    sql = f" AND {SUPERSEDED_SQL.format(id='m.id')}" if superseded else ""
     params: list[Any] = []
     if owner is not None:
         sql += f" AND m.session_id IN ({_OWNED_SQL})"

@@ -165,6 +165,18 @@ async def test_superseded_answers_are_not_found(db: Db) -> None:
     assert hit["match_message_id"] == new
 
 
+async def test_superseded_best_hits_give_way_to_the_kept_ones(db: Db) -> None:
+    # the superseded answers rank first (short, the word twice): discovery must look past all of them
+    await session(db, "retried", "cli", started_at=T0)
+    for _ in range(120):
+        await supersede(db, "retried", await message(db, "retried", "assistant", "stripes stripes"))
+    kept = await message(db, "retried", "assistant", "zebras have stripes, and each zebra's stripes differ")
+    await session(db, "other", "cli", started_at=T0 + 1)
+    other = await message(db, "other", "user", "a shirt with stripes, which I wore to the zoo to see the zebras")
+    found = [(r["session_id"], r["match_message_id"]) for r in await search_sessions(db, "stripes", limit=5)]
+    assert found == [("retried", kept), ("other", other)]
+
+
 # ---------------------------------------------------------- result format
 
 
@@ -233,6 +245,17 @@ async def test_whole_words_still_come_from_the_word_index(db: Db) -> None:
     word = await message(db, "s", "user", "the net is down")
     await message(db, "s", "user", "network trouble")
     assert await ids(db, "net") == {word}
+
+
+async def test_a_whole_word_outside_the_filters_finds_no_substrings_inside_them(db: Db) -> None:
+    # "net" is a word in telegram's session only: the cli session's "network" is no hit, filtered or not
+    await session(db, "s", "cli")
+    await session(db, "t", "telegram", started_at=T0 + 1)
+    await message(db, "s", "user", "network trouble")
+    word = await message(db, "t", "user", "the net is down")
+    assert await ids(db, "net", source_filter=["cli"]) == set()
+    assert await search_sessions(db, "net", source_filter=["cli"]) == []
+    assert [r["match_message_id"] for r in await search_sessions(db, "net")] == [word]
 
 
 async def test_terms_shorter_than_a_trigram_are_never_substring_searched(db: Db) -> None:
