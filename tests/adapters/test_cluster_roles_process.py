@@ -104,7 +104,7 @@ async def test_slacks_socket_mode_connection_moves_to_another_node_on_kill_9(
     async def say(text: str) -> None:
         await fake.user_says(text, user=SLACK_USER)
 
-    fake.retry_delays = (0.0, 1.0, 1.0)  # an event that met the dead node's socket comes again soon
+    fake.retry_delays = (0.0, 2.0, 5.0)  # an event that met the dead node's socket comes again soon
 
     def socket_open() -> bool:
         # the dead node's socket may be open on the fake's side until it reads the EOF; an event
