@@ -117,7 +117,7 @@ def build_runtime(config: LoadedConfig, store: Store, adapters: dict[str, Adapte
     router = Router(services, authorizer, turns, commands, handoffs)
     scheduler = None
     if jobs is not None:
-        runs = RunStarter(services, agents, max_failures=settings.cron.max_failures)
+        runs = RunStarter(services, agents, max_failures=settings.cron.max_failures, settled=jobs.refresh)
         scheduler = Scheduler(jobs, runs, store, clock=clock, max_concurrent=settings.cron.max_concurrent,
                               metrics=metrics)
     menus = NativeMenus(commands, skills, adapters)

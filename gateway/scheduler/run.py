@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import structlog
@@ -57,10 +58,14 @@ def session_title(name: str) -> str:
 class RunStarter:
     """Runs jobs as agent turns; the scheduler decides when."""
 
-    def __init__(self, services: Services, make_agent: AgentMaker, *, max_failures: int) -> None:
+    def __init__(self, services: Services, make_agent: AgentMaker, *, max_failures: int,
+                 settled: Callable[[CronJobRow | None, str], None] | None = None) -> None:
+        """``settled(row, job_id)``: a run's end was stored (``Jobs.refresh``); called before its
+        message goes out, so that what /cron list says agrees with what the chat was just told."""
         self._services = services
         self._make_agent = make_agent
         self._max_failures = max_failures
+        self._settled = settled
 
     async def target(self, row: CronJobRow) -> Target | None:
         """The destination now (a home channel is read at each run); None: deliver nowhere."""
@@ -142,14 +147,23 @@ class RunStarter:
         finally:
             s.metrics.turn_seconds.observe(time.perf_counter() - started)
         log.info("cron.run_ok", session_id=session_id, deliver=row.deliver)
+        if self._settled is not None:
+            job_id = row.id
+            self._settled(await s.store.read(lambda c: cron.get(c, job_id)), job_id)
         if target is not None:
             await self._send(compose(result.text), target, session_id, ledger[0] if ledger else None)
         return RunOutcome("ok", 0, False)
 
     async def _failed(self, row: CronJobRow, run_id: int, target: Target | None, why: str) -> RunOutcome:
         limit = self._max_failures
-        failures, paused = await self._services.store.write(
-            lambda c: cron.finish(c, run_id, status="failed", now=time.time(), error=why[:500], pause_after=limit))
+        def op(conn: sqlite3.Connection) -> tuple[int, bool, CronJobRow | None]:
+            failures, paused = cron.finish(conn, run_id, status="failed", now=time.time(), error=why[:500],
+                                           pause_after=limit)
+            return failures, paused, cron.get(conn, row.id)
+
+        failures, paused, fresh = await self._services.store.write(op)
+        if self._settled is not None:
+            self._settled(fresh, row.id)
         line = f"⚠️ Scheduled job {row.name!r} failed: {why}"
         if paused:
             line += (f"\nIt failed {failures} times in a row and is paused now; "

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from adapters.base import OutboundMessage, SendResult
 from gateway.cli.ops import _print_status
 from gateway.scheduler import JobSpec
 from gateway.scheduler.clock import FakeClock
@@ -147,6 +148,34 @@ async def test_failures_pause_the_job_and_say_so(gateway_home: Path, fake_openai
         await until(lambda: len(cron_texts(gw)) == 3)
         assert cron_texts(gw)[2] == "⏰ flaky\n\necho: Try"
         assert (await jobs(gw).get(None, "flaky")).last_status == "ok"
+
+
+async def test_the_job_list_agrees_with_a_runs_message_when_it_arrives(gateway_home: Path,
+                                                                       fake_openai: FakeOpenAI) -> None:
+    """/cron list read the moment a run's message reaches the chat already shows that run's end
+    (the pause a notice announces, the 'ok' of an answer), not the state before it."""
+    clock = FakeClock(time.time())
+    config = {"cron": {"timezone": "Europe/Berlin", "max_failures": 1}}
+    async with run_gateway(gateway_home, fake_openai.base_url, config=config, cron_clock=clock) as gw:
+        seen: list[tuple[str, bool, str | None]] = []
+        chat, send = gw.chat, gw.chat.send
+
+        async def send_and_look(message: OutboundMessage) -> SendResult:
+            if message.text.startswith(("⏰", "⚠️ Scheduled")):
+                row = jobs(gw).row(job.id)
+                assert row is not None
+                seen.append(("notice" if message.text.startswith("⚠️") else "answer", row.paused, row.last_status))
+            return await send(message)
+
+        chat.send = send_and_look  # type: ignore[method-assign]
+        job = await jobs(gw).create(OWNER, JobSpec("once", "Try", "every 1h"))
+        fake_openai.fail(500)
+        clock.advance(3600)
+        await until(lambda: len(seen) == 1)
+        await jobs(gw).resume(OWNER, "once")
+        clock.advance(3600)
+        await until(lambda: len(seen) == 2)
+    assert seen == [("notice", True, "failed"), ("answer", False, "ok")]
 
 
 async def test_clock_jumps(gateway_home: Path, fake_openai: FakeOpenAI) -> None:
