@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from types import ModuleType
 
 import pytest
+
+from storage.lazy import lazy_names
 
 ROOTS = ("storage", "core", "gateway", "adapters")
 
@@ -27,12 +30,11 @@ def _packages() -> list[str]:
 def _lazy_table(package: ModuleType) -> dict[str, str] | None:
     """The ``where`` table a package's lazy ``__getattr__`` closes over (None: not lazy)."""
     getter = package.__dict__.get("__getattr__")
-    if getter is None or getter.__closure__ is None:
+    if getter is None or not getter.__qualname__.startswith(f"{lazy_names.__name__}."):
         return None
-    for cell in getter.__closure__:
-        if isinstance(cell.cell_contents, dict):
-            return dict(cell.cell_contents)
-    return None
+    tables = [c.cell_contents for c in getter.__closure__ or () if isinstance(c.cell_contents, Mapping)]
+    assert len(tables) == 1, f"{package.__name__}: lazy_names' table not found (did lazy_names change?)"
+    return dict(tables[0])
 
 
 @pytest.mark.parametrize("name", _packages())

@@ -59,7 +59,7 @@ class RunStarter:
     """Runs jobs as agent turns; the scheduler decides when."""
 
     def __init__(self, services: Services, make_agent: AgentMaker, *, max_failures: int,
-                 settled: Callable[[CronJobRow | None, str], None] | None = None) -> None:
+                 settled: Callable[[CronJobRow | None, str], None]) -> None:
         """``settled(row, job_id)``: a run's end was stored (``Jobs.refresh``); called before its
         message goes out, so that what /cron list says agrees with what the chat was just told."""
         self._services = services
@@ -147,9 +147,8 @@ class RunStarter:
         finally:
             s.metrics.turn_seconds.observe(time.perf_counter() - started)
         log.info("cron.run_ok", session_id=session_id, deliver=row.deliver)
-        if self._settled is not None:
-            job_id = row.id
-            self._settled(await s.store.read(lambda c: cron.get(c, job_id)), job_id)
+        job_id = row.id
+        self._settled(await s.store.read(lambda c: cron.get(c, job_id)), job_id)
         if target is not None:
             await self._send(compose(result.text), target, session_id, ledger[0] if ledger else None)
         return RunOutcome("ok", 0, False)
@@ -162,8 +161,7 @@ class RunStarter:
             return failures, paused, cron.get(conn, row.id)
 
         failures, paused, fresh = await self._services.store.write(op)
-        if self._settled is not None:
-            self._settled(fresh, row.id)
+        self._settled(fresh, row.id)
         line = f"⚠️ Scheduled job {row.name!r} failed: {why}"
         if paused:
             line += (f"\nIt failed {failures} times in a row and is paused now; "

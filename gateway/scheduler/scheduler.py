@@ -235,5 +235,6 @@ class Scheduler:
             return
         if self._metrics is not None:
             self._metrics.cron_runs.labels(outcome.status if outcome else "failed").inc()
-        job_id = start.job_id
-        self._jobs.refresh(await self._store.read(lambda c: cron.get(c, job_id)), job_id)
+        if outcome is None:  # a run that ended settled its job's row (RunStarter); one that crashed did not
+            job_id = start.job_id
+            self._jobs.refresh(await self._store.read(lambda c: cron.get(c, job_id)), job_id)

@@ -50,7 +50,9 @@ def merging_tuned(conn: sqlite3.Connection) -> bool:
             row = conn.execute(f"SELECT v FROM {table}_config WHERE k = 'automerge'").fetchone()
             if row is None or row[0] != 0:
                 return False
-    except sqlite3.OperationalError:  # no such table
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise  # a busy or broken file is not a missing table
         return False
     return True
 

@@ -80,3 +80,22 @@ async def test_a_long_streamed_answer_continues_in_new_messages_and_loses_nothin
         await fake.wait_for(whole, WAIT, what="every part of the answer shown")
         assert len(bot_messages(fake, CHANNEL)) == len(chunks)
         assert not any(m.get("streaming") for m in fake.messages.values())
+
+
+async def test_a_quick_answers_final_form_follows_its_preview_without_waiting_the_pace(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_slack: FakeSlack
+) -> None:
+    """The chat's budget lets an answer's final edit follow its only preview at once: with a 20 s
+    edit interval, a fixed gap between edits would hold the answer (and the chat) for 20 s."""
+    fake = fake_slack
+    short = "word1 word2 word3 word4 word5 word6 done."
+    fake_openai.tokens_per_second = 30
+    fake_openai.reply(short)
+    config = {"streaming": {"min_chars": 10, "first_delay": 0, "edit_interval": 20.0}}
+    async with run_slack_gateway(tmp_path / "h", fake, fake_openai.base_url, config=config):
+        await fake.user_says("quick one", chat=DM)
+        await fake.wait_for(lambda: [t for _, t in bot_messages(fake, DM)] == [short], 10,
+                            what="the final form well before the 20 s pace")
+        [(ts, _)] = bot_messages(fake, DM)
+        shown = fake.versions(DM, ts)
+        assert len(shown) >= 2 and shown[0] != short  # a preview went out first, then the final edit
