@@ -67,6 +67,17 @@ class SessionTitle:
 
 
 @dataclass(frozen=True)
+class ParkedMessage:
+    """A message taken from its platform and not yet answered (``inbound.park``): what a crash
+    or a stop left, taken again at the next start."""
+
+    id: int
+    session_key: str
+    payload: str
+    parked_at: float
+
+
+@dataclass(frozen=True)
 class SeenMessage:
     """What is known of an inbound message seen before (its dedupe record).
 

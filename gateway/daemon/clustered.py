@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -31,12 +30,13 @@ from typing import Any
 
 import structlog
 
-from adapters.base import Adapter, ChatType, Disposition, InboundMessage
+from adapters.base import Adapter, Disposition, InboundMessage
 from gateway.cluster import LEDGER, MAINTENANCE, SCHEDULER, ClusterNode, cluster_roles
 from gateway.config import LoadedConfig
 from gateway.daemon.build import Runtime
 from gateway.daemon.cron_sync import CronSync
 from gateway.daemon.relay import Relays
+from gateway.routing.parking import ParkTicket, from_payload, to_payload
 from gateway.scheduler import jobs_of
 from storage.errors import StorageClosedError, StorageUnavailableError
 from storage.postgres import PgStore
@@ -286,6 +286,10 @@ class ClusterDuties:
 
         self._releasing[key] = asyncio.create_task(release(), name=f"lane-release:{key}")
 
+    def holder(self, key: str) -> tuple[str, int] | None:
+        token = self.node.lane_token(key)
+        return None if token is None else (self.node.node_id, token)
+
     def fence(self, key: str) -> Callable[[Any], bool] | None:
         token = self.node.lane_token(key)
         if token is None:
@@ -321,9 +325,10 @@ class ClusterDuties:
         return False
 
     async def _run_inbox(self, key: str) -> None:
-        """What other nodes handed to this chat's lane, in order, into the lane here. A row whose
-        message waits for a turn is done when its question is stored (``inbound.record``), or
-        when the lane runs dry; the others once the router answered them. A crash before that
+        """What other nodes handed to this chat's lane (or parked in it and died), in order, into the
+        lane here. A row is the message's parked row (``gateway.routing.parking``): done when its
+        answer is stored or its job ended, when a handed copy's question is stored
+        (``inbound.record``), or when the lane runs dry; the others once the router answered them. A crash before that
         leaves it to the chat's next owner; none is run twice. One run per chat at a time: a
         message that came directly waits here until the rows ahead of it are in the lane."""
         if self._stopped or self.stopping:
@@ -342,9 +347,9 @@ class ClusterDuties:
                             log.error("cluster.inbox_row_unreadable", inbox_id=row.id)
                         else:
                             running = _RUNNING.set(msg)
-                            try:
-                                if await router.handle(msg) is Disposition.ACCEPTED:
-                                    continue  # its turn's question settles it, or the lane running dry
+                            try:  # the row is the message's parked row: its answer (or its end) settles it
+                                if await router.handle(msg, ParkTicket(row.id)) is Disposition.ACCEPTED:
+                                    continue  # its turn's question or answer settles it, or the lane running dry
                             finally:
                                 _RUNNING.reset(running)
                         if token is not None:
@@ -379,19 +384,3 @@ class ClusterDuties:
             except Exception:
                 log.exception("cluster.view_failed")
             await asyncio.sleep(self.node.config.heartbeat)
-
-
-
-_FIELDS = ("platform", "chat_id", "user_id", "text", "message_id", "thread_id", "user_name", "chat_name",
-           "timestamp", "reply_to", "dedupe_id", "redeliverable", "pre_authorized", "addressed")
-
-
-def to_payload(msg: InboundMessage) -> str:
-    return json.dumps({"chat_type": str(msg.chat_type), **{name: getattr(msg, name) for name in _FIELDS}})
-
-
-def from_payload(payload: str) -> InboundMessage:
-    """The handed message as the owner runs it, with its delivery key: the owner's duplicate check
-    decides (a copy of it may have reached the owner too), and records it with the turn."""
-    data = json.loads(payload)
-    return InboundMessage(chat_type=ChatType(data.pop("chat_type")), **{name: data[name] for name in _FIELDS})

@@ -176,6 +176,9 @@ class Gateway:
             self.metrics.attach(store, runtime.services.lanes, self.adapter_states, adapters)
             for adapter in adapters.values():
                 adapter.bind(runtime.router.handle)
+            # what a crash or a stop cut off, ahead of anything the platforms bring from now on
+            if replayed := await runtime.router.replay():
+                log.info("gateway.parked_taken_again", messages=replayed)
             if not self.standalone:
                 http = self.http_server = await start_http_server(self.config, self._routes(adapters))
                 self.http_port = http.port

@@ -34,6 +34,10 @@ class LaneGate(Protocol):
     def idle(self, key: str) -> None:
         """The key's lane ran dry here: it may be let go."""
 
+    def holder(self, key: str) -> tuple[str, int] | None:
+        """This node's id and its token for the key's lane, while it holds it (a parked message is
+        kept under them); None otherwise."""
+
     def fence(self, key: str) -> Callable[[Any], bool] | None:
         """A check, for the transaction that stores a turn's answer, that this node still holds
         the key's lane under the token it ran the turn with."""

@@ -1,8 +1,9 @@
-"""The path of one message: authorize -> dedupe -> session key -> command? -> lane.
+"""The path of one message: authorize -> dedupe -> session key -> command? -> parked -> lane.
 
 Every inbound message from every adapter comes through ``Router.handle``. It
 never raises into an adapter: bad input gets a log line and, where a person
-is waiting, a clear reply.
+is waiting, a clear reply. What a crash or a stop left parked comes through
+``Router.replay`` at the next start (``gateway.routing.parking``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from gateway.logs import redact
 from gateway.routing.auth import Authorizer, Decision
 from gateway.routing.commands import CommandContext, CommandRegistry, parse_command
 from gateway.routing.lanes import Job
+from gateway.routing.parking import Parking, ParkTicket
 from gateway.routing.services import Handoffs, Services, SkillCall
 from gateway.routing.session_key import build_session_key
 from gateway.routing.turns import Turns
@@ -43,11 +45,13 @@ MAX_INPUT_CHARS = 32_000
 
 
 class _Claim:
-    """What became of a claimed message: a turn (recorded with its question), answered
-    here (recorded at once), or released unprocessed (a redelivery counts)."""
+    """What became of a claimed message: a job in its lane (a turn recorded with its question, a
+    command once it ran), answered here (recorded at once), or released unprocessed (a
+    redelivery counts). ``parked``: its row until it is answered."""
 
-    def __init__(self) -> None:
+    def __init__(self, parked: ParkTicket | None = None) -> None:
         self.outcome: Literal["answered", "turn", "released"] = "answered"
+        self.parked = parked
 
 
 class Router:
@@ -63,6 +67,7 @@ class Router:
         self._handoffs = handoffs
         self._metrics = services.metrics
         self._accepting = True
+        self._parking = Parking(services.store, services.lanes, services.adapters)
 
     def stop_intake(self) -> None:
         self._accepting = False
@@ -70,11 +75,17 @@ class Router:
 
     # ------------------------------------------------------------------ intake
 
-    async def handle(self, msg: InboundMessage) -> Disposition:
+    async def replay(self) -> int:
+        """At start, before any platform connects: take again, in order, each message a crash or a
+        stop left parked (its platform will not bring it again). How many went into a lane."""
+        return await self._parking.replay(self.handle)
+
+    async def handle(self, msg: InboundMessage, parked: ParkTicket | None = None) -> Disposition:
+        """``parked``: a message taken again at a start (``replay``)."""
         self._metrics.messages_in.labels(msg.platform).inc()
         with structlog.contextvars.bound_contextvars(platform=msg.platform, chat_id=_loggable(msg.chat_id)):
             try:
-                return await self._handle(msg)
+                return await self._handle(msg, parked)
             except _AWAY as exc:
                 if msg.platform_retries and not msg.awaits_answer:
                     # Not taken, so not acknowledged: the redelivery gets the answer, not a notice now.
@@ -88,7 +99,7 @@ class Router:
                 await self._notice(msg, "Sorry, that message could not be handled. Please try again.", exc)
                 return Disposition.ANSWERED
 
-    async def _handle(self, msg: InboundMessage) -> Disposition:
+    async def _handle(self, msg: InboundMessage, parked: ParkTicket | None) -> Disposition:
         decision = self._auth.check(msg)
         if not decision.allowed:
             await self._refused(msg, decision)
@@ -107,19 +118,19 @@ class Router:
         # post (Slack's message + app_mention), must not get a second notice either.
         delivery_key = msg.delivery_key
         if delivery_key is None:
-            return await self._handle_new(msg, _Claim())
+            return await self._handle_new(msg, _Claim(parked))
         dedupe = self.services.dedupe
         while not await dedupe.claim(msg.platform, delivery_key):
-            if not msg.awaits_answer:
+            if not msg.awaits_answer and parked is None:
                 log.info("router.duplicate", message_id=msg.message_id, delivery_key=delivery_key)
                 return Disposition.DUPLICATE
             if dedupe.in_flight(msg.platform, delivery_key):
                 await dedupe.settled(msg.platform, delivery_key)  # its first copy is being answered here
                 continue
-            replayed = await self._retried(msg, delivery_key)
+            replayed = await self._retried(msg, delivery_key, parked)
             if replayed is not None:
                 return replayed
-        claim = _Claim()
+        claim = _Claim(parked)
         try:
             return await self._handle_new(msg, claim)
         except _AWAY:
@@ -152,13 +163,16 @@ class Router:
                 await self._send(msg, reply, SendKind.NOTICE)
         self._auth.log_refusal(msg, decision)
 
-    async def _retried(self, msg: InboundMessage, delivery_key: str) -> Disposition | None:
+    async def _retried(self, msg: InboundMessage, delivery_key: str, parked: ParkTicket | None) -> Disposition | None:
         """A retry of a request seen before, whose sender waits for an answer: the first one's
-        answer, or its turn resumed when a crash (or a failure) cut it off. None: claim again."""
+        answer, or its turn resumed when a crash (or a failure) cut it off. None: claim again.
+        ``parked``: a message taken again at a start, whose question a cut-off turn had stored."""
         dedupe = self.services.dedupe
         seen = await dedupe.get(msg.platform, delivery_key)
         if seen is None:  # forgotten meanwhile (swept): it is new
             return None
+        if parked is not None and (seen.question_id is None or not await self._parking.unanswered(parked)):
+            return Disposition.DUPLICATE  # answered without a turn before the crash, or a copy of it answered
         if seen.answer is not None:
             log.info("router.retry_answered", message_id=msg.message_id, delivery_key=delivery_key)
             await self._send(msg, seen.answer, SendKind.NOTICE)
@@ -176,10 +190,11 @@ class Router:
         try:
             async def resume() -> None:
                 try:
-                    await self._turns.run(msg, key, msg.text.strip(), resume=seen)
+                    await self._turns.run(msg, key, msg.text.strip(), resume=seen, parked=parked)
                 finally:
                     dedupe.release(msg.platform, delivery_key)
 
+            claim.parked = parked
             with structlog.contextvars.bound_contextvars(session_key=key):
                 disposition = await self._enqueue(msg, key, resume, claim)
             if disposition is Disposition.ACCEPTED:
@@ -226,7 +241,21 @@ class Router:
                 return Disposition.ANSWERED
             if await self._refused_during_handoff(msg, key, claim):
                 return Disposition.ANSWERED
-            return await self._enqueue(msg, key, lambda: self._run_command(ctx, command.handler), claim)
+
+            async def queued_command() -> None:  # recorded once it ran: a crash before that takes it again
+                try:
+                    await self._run_command(ctx, command.handler)
+                except BaseException:  # stopped (/stop, the drain): a redelivery counts
+                    if msg.delivery_key is not None:
+                        self.services.dedupe.release(msg.platform, msg.delivery_key)
+                    raise
+                if msg.delivery_key is not None:
+                    self._parking.later(self._record_answered(msg, msg.delivery_key))
+
+            disposition = await self._enqueue(msg, key, queued_command, claim)
+            if disposition is Disposition.ACCEPTED:
+                claim.outcome = "turn"
+            return disposition
         return await self._turn(msg, key, text, claim)
 
     async def _skill_call(self, name: str, args: str) -> SkillCall | None:
@@ -240,7 +269,7 @@ class Router:
 
         async def turn() -> None:
             try:
-                await self._turns.run(msg, key, text)
+                await self._turns.run(msg, key, text, parked=claim.parked)
             finally:
                 if msg.delivery_key is not None:
                     self.services.dedupe.release(msg.platform, msg.delivery_key)
@@ -269,20 +298,27 @@ class Router:
             # duplicate check then also catches a copy that reached both nodes); nothing here
             claim.outcome = "released"
             return Disposition.ANSWERED
-        async def dropped() -> None:  # the gateway stopped before the job ran
+        if claim.parked is None and self._parking.wanted(msg):  # before the platform is told it was taken
+            claim.parked = await self._parking.park(msg, key)
+        ticket = claim.parked
+        if ticket is not None:
+            job = self._parking.job(ticket, job, msg.platform, stopping=lambda: not self._accepting)
+
+        async def dropped() -> None:  # the gateway stopped before the job ran (a parked one is taken again)
             if msg.delivery_key is not None:
                 self.services.dedupe.release(msg.platform, msg.delivery_key)
 
         try:
             ahead, ack = self.services.lanes.submit(key, job, on_drop=dropped, label=msg.text)
-        except LaneFullError as exc:
+        except (LaneFullError, LanesClosedError) as exc:
             claim.outcome = "released"
-            await self._notice(msg, f"Too many messages are waiting in this chat ({exc}). Please wait a moment.", exc)
+            await self._parking.settle(ticket)  # answered by the notice
+            text = (f"Too many messages are waiting in this chat ({exc}). Please wait a moment."
+                    if isinstance(exc, LaneFullError) else "The gateway is restarting; please send that again in a minute.")
+            await self._notice(msg, text, exc)
             return Disposition.ANSWERED
-        except LanesClosedError as exc:
-            claim.outcome = "released"
-            await self._notice(msg, "The gateway is restarting; please send that again in a minute.", exc)
-            return Disposition.ANSWERED
+        if ticket is not None and ticket.replayed:
+            ack = False  # said before the restart, if at all
         if ack and self.services.config.settings.gateway.busy_ack:
             await self._send(msg, QUEUED_ACK, SendKind.ACK)
         log.debug("router.enqueued", ahead=ahead)

@@ -39,13 +39,15 @@ from gateway.routing.approvals import TurnApprover
 from gateway.routing.background import BackgroundTurns
 from gateway.routing.models import revert_rejected, turn_model
 from gateway.routing.outbox import ReplyOutbox, fenced
+from gateway.routing.parking import ParkTicket
 from gateway.routing.reasoning import show_reasoning
 from gateway.routing.resets import MemoryFlush, Resets
 from gateway.routing.services import Services
 from gateway.routing.session_index import Binding
 from gateway.routing.session_key import is_shared_session
-from gateway.routing.streaming import ChatPacer, StreamDriver, stopped_text
+from gateway.routing.streaming import ChatPacer
 from gateway.routing.turn_media import take_media
+from gateway.routing.turn_stream import end_stopped, open_stream
 from storage import SeenMessage
 
 log = structlog.get_logger("hermes.router")
@@ -120,14 +122,16 @@ class Turns:
                 task.cancel()
             raise
 
-    async def run(self, msg: InboundMessage, key: str, text: str, *, resume: SeenMessage | None = None) -> None:
+    async def run(self, msg: InboundMessage, key: str, text: str, *, resume: SeenMessage | None = None,
+                  parked: ParkTicket | None = None) -> None:
         """One turn of the agent for a message the router put in ``key``'s lane.
 
         ``resume``: the message is a retry of one whose question is stored and whose
         turn never ended (a crash cut it off, or its model failed): answer that question.
+        ``parked``: its row (``gateway.routing.parking``), which goes with the stored answer.
         """
         try:
-            await self._turn_outcome(msg, key, text, resume)
+            await self._turn_outcome(msg, key, text, resume, parked=parked)
         except asyncio.CancelledError:
             if msg.awaits_answer and self._accepting:  # /stop: the waiting caller still gets its answer
                 await asyncio.shield(self._say_stopped(msg))
@@ -150,7 +154,9 @@ class Turns:
             log.info("router.retry_not_resumable", session_id=resume.session_id)
             await self._notice_error(msg, DuplicateRequestError(
                 "This request was taken before, and its conversation has moved on since, so it cannot be "
-                "answered again. Send it as a new request (with a new Idempotency-Key)."))
+                "answered again. Send it as a new request (with a new Idempotency-Key)." if msg.awaits_answer else
+                "The gateway restarted while answering a message here, and this conversation has moved on "
+                "since, so it is not answered now. Send it again if you still want the answer."))
             return None
         binding = await services.index.resolve(key, msg, model=services.model_name)
         if binding.reset_reason is not None and binding.previous_session_id is not None:
@@ -159,8 +165,8 @@ class Turns:
             self.resets.flush_in_background(binding.previous_session_id)
         return binding
 
-    async def _turn_outcome(self, msg: InboundMessage, key: str, text: str,
-                            resume: SeenMessage | None = None, again: str | None = None) -> bool:
+    async def _turn_outcome(self, msg: InboundMessage, key: str, text: str, resume: SeenMessage | None = None,
+                            again: str | None = None, *, parked: ParkTicket | None = None) -> bool:
         services = self.services
         try:
             binding = await self._bind(msg, key, resume, again)
@@ -207,7 +213,7 @@ class Turns:
             outbox = (ReplyOutbox(key, binding.session_id, reply_to_user)
                       if services.delivery.recoverable(msg.platform) else None)
             # Once the answer shows, it says more than "typing…" does.
-            stream = self._open_stream(msg, outbox, on_shown=typing.cancel)
+            stream = open_stream(services, self._pacer, msg, outbox, on_shown=typing.cancel)
             request = TurnRequest(
                 session_id=binding.session_id,
                 session_key=key,
@@ -220,7 +226,7 @@ class Turns:
                 # "seen" commits with the question: a message cut off before it was stored is taken again
                 on_question=fenced(fence, services.dedupe.question_op(msg.platform, msg.delivery_key,
                                                                       user_id=msg.user_id)),
-                on_answer=fenced(fence, self._answer_ops(msg, outbox, reply_to_user)),
+                on_answer=fenced(fence, self._answer_ops(msg, outbox, reply_to_user, parked)),
                 question_stored=resume is not None or again is not None,
                 listener=stream,
                 parts=taken.parts if taken is not None else (),
@@ -255,7 +261,7 @@ class Turns:
                 if outbox is not None and outbox.id is not None:  # stopped after the answer was stored
                     await asyncio.shield(services.delivery.withdraw(outbox.id, "the turn was stopped"))
                 if stream is not None:  # what was written stays visible, marked (the agent stored it)
-                    await asyncio.shield(self._end_stopped(stream, reply_to_user))
+                    await asyncio.shield(end_stopped(stream, reply_to_user))
                 raise
             except LaneLostError:
                 log.warning("router.lane_lost")  # nothing of the turn was stored; the new owner answers
@@ -308,59 +314,23 @@ class Turns:
         if taken is not None and taken.transcripts:
             await speak_answer(services.config.settings.tts, reply, files, store=services.store, ledger_id=ledger_id)
 
-    def _open_stream(self, msg: InboundMessage, outbox: ReplyOutbox | None, *,
-                     on_shown: Callable[[], object]) -> StreamDriver | None:
-        """The driver that shows this turn's answer while it is written; None where the platform
-        does not stream (or it is switched off there)."""
-        adapter = self.services.adapters.get(msg.platform)
-        if adapter is None or self.services.delivery.relaying(msg.platform):  # another node sends its answer
-            return None
-        target = OutboundMessage(msg.platform, msg.chat_id, "", msg.thread_id, msg.message_id)
-        try:
-            stream = adapter.open_stream(target)
-        except Exception:  # the answer still comes, whole
-            log.exception("router.stream_open_failed")
-            return None
-        if stream is None:
-            return None
-        settings = self.services.config.settings
-        own = getattr(getattr(settings.platforms, msg.platform, None), "tool_progress", None)
-        on_ids = None
-        if outbox is not None:
-            store = self.services.store
-
-            def on_ids(ids: tuple[str, ...]) -> None:
-                # Queued in order on the one writer, ahead of the answer's own transaction.
-                write = asyncio.ensure_future(store.write(outbox.stream_op(ids)))
-                write.add_done_callback(_log_failed_write)
-
-        return StreamDriver(stream, chat=(msg.platform, msg.chat_id), settings=settings.streaming, pacer=self._pacer,
-                            tool_progress=own if isinstance(own, bool) else settings.streaming.tool_progress,
-                            clean=redact, on_ids=on_ids, on_shown=on_shown)
-
-    async def _end_stopped(self, stream: StreamDriver,
-                           compose: Callable[..., OutboundMessage]) -> None:
-        try:
-            if stream.shown:
-                await stream.finish(compose(stopped_text(stream.partial), SendKind.NOTICE))
-            else:
-                await stream.close()
-        except Exception:
-            log.exception("router.stopped_stream_failed")
-
-    def _answer_ops(self, msg: InboundMessage, outbox: ReplyOutbox | None,
-                    compose: Callable[[str], OutboundMessage]) -> AnswerOp | None:
-        """What commits with the answer: its ledger row, and for a request that waits for it,
-        the reply as its retries will get it."""
+    def _answer_ops(self, msg: InboundMessage, outbox: ReplyOutbox | None, compose: Callable[[str], OutboundMessage],
+                    parked: ParkTicket | None) -> AnswerOp | None:
+        """What commits with the answer: its ledger row, the message's parked row, and for a
+        request that waits for it, the reply as its retries will get it."""
         delivery_key = msg.delivery_key if msg.awaits_answer else None
-        if delivery_key is None:
+        if delivery_key is None and parked is None:
             return outbox.record if outbox is not None else None
         keep = self.services.dedupe.answer_op
+        unpark = parked.settle_op() if parked is not None else None
 
         def op(conn: sqlite3.Connection, session_id: str, answer: str) -> None:
             if outbox is not None:
                 outbox.record(conn, session_id, answer)
-            keep(msg.platform, delivery_key, compose(answer).text)(conn)
+            if unpark is not None:
+                unpark(conn)
+            if delivery_key is not None:
+                keep(msg.platform, delivery_key, compose(answer).text)(conn)
 
         return op
 
@@ -390,8 +360,3 @@ class Turns:
                 await adapter.send_typing(msg.chat_id, msg.thread_id)
             await asyncio.sleep(g.typing_interval)
 
-
-def _log_failed_write(write: asyncio.Future[None]) -> None:
-    if not write.cancelled() and write.exception() is not None:
-        # The stream goes on; only a crash now would leave its messages unaccounted for.
-        log.warning("router.stream_ledger_failed", error=str(write.exception()))

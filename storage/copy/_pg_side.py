@@ -74,6 +74,10 @@ class PgSide:
                " AND application_name LIKE 'hermes-gateway%%' AND application_name <> %s")
         return int(await self.store.read(lambda conn: _one(conn, sql, (_APP,))))
 
+    async def unanswered(self) -> int:
+        sql = "SELECT count(*) FROM cluster_inbox WHERE done_at IS NULL"
+        return int(await self.store.read(lambda conn: _one(conn, sql)))
+
     async def shapes(self) -> dict[str, TableShape]:
         return await self.store.read(_shapes)
 

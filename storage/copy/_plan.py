@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 #: Tables that belong to one backend's machinery, never to the data.
 #: PostgreSQL-only tables that are not data: ``gateway_session_order`` (rebuilt by a trigger from the
 #: sessions the copy inserts) and the cluster's runtime state (nodes, leases, the hand-off inbox: stop
-#: every node before a copy, so the inbox is empty)
+#: every node before a copy, so the inbox is empty). SQLite's ``gateway_parked`` (messages taken and not
+#: yet answered) is its inbox: a copy refuses a source holding any (``Side.unanswered``).
 BOOKKEEPING_TABLES = frozenset({
     "schema_version", "hermes_migrations", "hermes_copy_progress", "gateway_session_order",
-    "cluster_nodes", "cluster_leases", "cluster_inbox",
+    "cluster_nodes", "cluster_leases", "cluster_inbox", "gateway_parked",
 })
 
 #: ``state_meta`` keys that are SQLite-internal, skipped in both directions:

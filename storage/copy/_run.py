@@ -80,6 +80,10 @@ async def _copy(src: Side, dst: Side, force: bool, batch_rows: int, batch_bytes:
             emit(CopyEvent("note", message=(
                 f"{nodes} hermes-gateway connection(s) are open on the {role} {side.redacted}: stop every node "
                 "until the copy is done, or what they write meanwhile is missed (the counts will say so)")))
+    if waiting := await src.unanswered():
+        raise CopyRefusedError(
+            f"{waiting} message(s) taken from their platforms wait for an answer in {src.redacted}: start the "
+            "gateway on it once (it answers them at its start), stop it, then copy")
     plan = make_plan(await src.shapes(), await dst.shapes())
     result = CopyResult(source=src.redacted, target=dst.redacted, notes=list(plan.notes))
     for note in plan.notes:

@@ -114,6 +114,14 @@ class SqliteSide:
     async def gateway_connections(self) -> int:
         return 0  # the writer lock is held for the copy: no daemon runs on the file meanwhile
 
+    async def unanswered(self) -> int:
+        def count(conn: sqlite3.Connection) -> int:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'gateway_parked'").fetchone() is None:
+                return 0  # a file of an older release
+            return int(conn.execute("SELECT count(*) FROM gateway_parked").fetchone()[0])
+
+        return await self._read(count)
+
     async def shapes(self) -> dict[str, TableShape]:
         return await self._read(_shapes)
 

@@ -66,6 +66,9 @@ def _dedupe(conn: PgConnection, platform: str, user_id: str, alone: list[str], o
         n += conn.execute("DELETE FROM gateway_inbound_seen WHERE platform = %s AND EXISTS (SELECT 1 FROM "
                           "unnest(%s::text[]) AS p(prefix) WHERE starts_with(delivery_key, p.prefix))",
                           (platform, [c + ":" for c in dm_chats])).rowcount
+    # her messages taken and not yet answered (parked, or handed to another node)
+    n += conn.execute("DELETE FROM cluster_inbox WHERE done_at IS NULL AND payload::jsonb ->> 'platform' = %s "
+                      "AND payload::jsonb ->> 'user_id' = %s", (platform, user_id)).rowcount
     return n
 
 

@@ -10,7 +10,7 @@ the first time" a single SQLite writer gives.
 
 from __future__ import annotations
 
-from .._model import SeenMessage
+from .._model import ParkedMessage, SeenMessage
 from ._conn import PgConnection
 
 
@@ -73,3 +73,36 @@ def question_open(conn: PgConnection, session_id: str, question_id: int) -> bool
 def sweep(conn: PgConnection, *, seen_before: float) -> int:
     """Forget messages seen before ``seen_before``; how many were forgotten."""
     return conn.execute("DELETE FROM gateway_inbound_seen WHERE seen_at < %s", (seen_before,)).rowcount
+
+
+def park(conn: PgConnection, session_key: str, platform: str, user_id: str | None, payload: str, *,
+         now: float, node_id: str | None = None, token: int | None = None) -> int:
+    """Keep a message this node runs in ``session_key``'s lane (held under ``token``) until it
+    is settled; the row's id. No NOTIFY: nobody else is to run it while this node lives."""
+    if node_id is None or token is None:
+        raise ValueError("a parked message on PostgreSQL belongs to the node holding its lane")
+    row = conn.execute(
+        "INSERT INTO cluster_inbox (session_key, payload, from_node, created_at, platform,"
+        " claimed_by, claim_token, claimed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        (session_key, payload, node_id, now, platform, node_id, token, now),
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def unpark(conn: PgConnection, park_id: int) -> None:
+    """The parked message was answered: its row is done."""
+    conn.execute("UPDATE cluster_inbox SET done_at = extract(epoch from now())::float8, done_by = 'answered'"
+                 " WHERE id = %s AND done_at IS NULL", (park_id,))
+
+
+def is_parked(conn: PgConnection, park_id: int) -> bool:
+    """Whether the parked (or handed) message is still unanswered: a handed one is done once a copy of
+    it that reached this node directly stored its question."""
+    row = conn.execute("SELECT 1 FROM cluster_inbox WHERE id = %s AND done_at IS NULL", (park_id,)).fetchone()
+    return row is not None
+
+
+def parked(conn: PgConnection) -> list[ParkedMessage]:
+    """Nothing to take at start-up here: a dead node's parked rows go to its chats' next owners."""
+    return []

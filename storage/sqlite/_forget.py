@@ -82,6 +82,8 @@ def _dedupe(conn: sqlite3.Connection, platform: str, user_id: str, alone: list[s
             dm_chats: list[str]) -> int:
     n = conn.execute("DELETE FROM gateway_inbound_seen WHERE platform = ? AND user_id = ?",
                      (platform, user_id)).rowcount
+    # her messages taken and not yet answered
+    n += conn.execute("DELETE FROM gateway_parked WHERE platform = ? AND user_id = ?", (platform, user_id)).rowcount
     n += _in(conn, "DELETE FROM gateway_inbound_seen WHERE session_id IN ({marks})", alone)
     n += _in(conn, "DELETE FROM gateway_inbound_seen WHERE question_id IN ({marks})", own)
     # Rows written before step 13 name no sender; a DM's delivery key is <chat>:<message id>.

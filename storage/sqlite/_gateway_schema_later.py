@@ -169,4 +169,24 @@ LATER_MIGRATIONS: tuple[Migration, ...] = (
             "WHERE status = 'running'",
         ),
     ),
+    Migration(
+        15,
+        "messages taken from a platform and not yet answered, kept across a crash",
+        (
+            # Written before the platform is told the message was taken; deleted in the transaction
+            # that stores its answer (or once it was answered otherwise). A row left at start-up is
+            # a message a crash or a stop cut off: it is taken again, in order.
+            """
+            CREATE TABLE IF NOT EXISTS gateway_parked (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                session_key TEXT NOT NULL,
+                platform TEXT NOT NULL,
+                user_id TEXT,
+                payload TEXT NOT NULL,
+                parked_at REAL NOT NULL
+            )
+            """,
+            "CREATE INDEX IF NOT EXISTS idx_gateway_parked_user ON gateway_parked(platform, user_id)",
+        ),
+    ),
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from storage import StateStore, StorageURL, WriterSettings, ops, parse_storage_url, sqlite_url
+from storage import StateStore, StorageURL, WriterSettings, inbound, ops, parse_storage_url, sqlite_url
 from storage.copy import CopyError, CopyEvent, CopyRefusedError, copy_storage
 from storage.postgres import PgStore
 from tests.storage._copy_fixture import (
@@ -132,6 +132,25 @@ async def test_a_source_a_daemon_holds_is_refused(pg_url: str, tmp_path: Path) -
         assert row is not None and row[0] == 0
 
 
+async def test_a_source_with_messages_not_yet_answered_is_refused(pg_url: str, tmp_path: Path) -> None:
+    """A parked message (taken from its platform, not answered) lives only in its backend's own
+    inbox: a copy would leave it behind, so it is refused until a gateway answered it."""
+    db = tmp_path / "state.db"
+    await make_state_db(db)
+    async with StateStore(db) as store:
+        parked = await store.write(lambda c: inbound.park(c, "agent:main:telegram:dm:1", "telegram", "1", "{}",
+                                                          now=1.0))
+    with pytest.raises(CopyRefusedError, match=r"1 message.* wait for an answer") as refused:
+        await copy_storage(sqlite_url(db), _pg(pg_url))
+    assert "start the gateway on it once" in str(refused.value)
+    with psycopg.connect(pg_url) as conn:  # nothing was copied
+        row = conn.execute("SELECT count(*) FROM sessions").fetchone()
+        assert row is not None and row[0] == 0
+    async with StateStore(db) as store:
+        await store.write(lambda c: inbound.unpark(c, parked))
+    assert (await copy_storage(sqlite_url(db), _pg(pg_url))).verified
+
+
 async def test_the_same_database_on_both_sides_and_a_missing_file_are_refused(tmp_path: Path) -> None:
     db = tmp_path / "state.db"
     with pytest.raises(CopyRefusedError, match="same database"):
@@ -207,4 +226,4 @@ async def test_every_table_and_column_of_state_db_has_a_place_in_postgresql(pg_u
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
             " AND name NOT LIKE 'messages_fts%'")}
     conn.close()
-    assert tables - {"schema_version"} == copied
+    assert tables - {"schema_version", "gateway_parked"} == copied  # parked: refused when not empty (below)

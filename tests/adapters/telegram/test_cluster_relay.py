@@ -14,7 +14,7 @@ from typing import Any
 
 from adapters.base import ChatType, InboundMessage
 from gateway.control.client import call
-from gateway.daemon.clustered import to_payload
+from gateway.routing.parking import to_payload
 from storage.postgres import PgConnection, PgStore
 from storage.postgres import cluster as pc
 from tests.emulators.fake_telegram import FakeTelegram

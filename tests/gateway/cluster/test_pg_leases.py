@@ -13,6 +13,7 @@ import pytest
 
 from storage.postgres import PgConnection, PgStore
 from storage.postgres import cluster as pc
+from storage.postgres import inbound as pg_inbound
 
 pytestmark = pytest.mark.asyncio
 
@@ -125,6 +126,34 @@ async def test_inbox_rows_are_claimed_in_order_once_per_token_and_finished_once(
     for row in again:
         assert await store.write(partial(pc.finish_inbox, inbox_id=row.id, node_id="heir", token=heir.token))
     assert await store.read(partial(pc.orphan_keys)) == []
+
+
+async def test_a_parked_message_is_left_to_its_node_while_it_lives_then_to_the_chats_next_owner(
+        store: PgStore) -> None:
+    """``inbound.park`` on PostgreSQL: a row of the inbox already claimed by the lane's holder. Nothing
+    wakes another node for it while the holder lives; once its lease lapses, the heir runs it."""
+    lease = await store.write(partial(pc.acquire, kind="lane", name="chat", node_id="owner", ttl=30))
+    assert lease is not None
+    parked = [await store.write(partial(pg_inbound.park, session_key="chat", platform="telegram", user_id="7",
+                                        payload=f"p{i}", now=time.time(), node_id="owner", token=lease.token))
+              for i in range(3)]
+    assert await store.read(partial(pc.pending_keys, node_id="owner")) == []  # not "handed here" again
+    assert await store.read(partial(pc.orphan_keys)) == []
+    assert await store.write(partial(pc.claim_inbox, session_key="chat", node_id="owner", token=lease.token)) == []
+    await store.write(partial(pg_inbound.unpark, park_id=parked[0]))  # answered
+    await store.write(partial(pg_inbound.unpark, park_id=parked[0]))  # twice: nothing more
+    assert await store.read(pg_inbound.parked) == []  # nothing for a start to take: the heir does
+    assert [await store.read(partial(pg_inbound.is_parked, park_id=i)) for i in parked] == [False, True, True]
+
+    await store.write(partial(_expire, kind="lane", name="chat"))  # the owner died with two unanswered
+    assert await store.read(partial(pc.orphan_keys)) == ["chat"]
+    heir = await store.write(partial(pc.acquire, kind="lane", name="chat", node_id="heir", ttl=30))
+    assert heir is not None
+    again = await store.write(partial(pc.claim_inbox, session_key="chat", node_id="heir", token=heir.token))
+    assert [r.payload for r in again] == ["p1", "p2"] and [r.from_node for r in again] == ["owner", "owner"]
+    with pytest.raises(ValueError, match="node holding its lane"):
+        await store.write(partial(pg_inbound.park, session_key="chat", platform="telegram", user_id="7",
+                                  payload="p", now=time.time()))
 
 
 async def test_a_notify_wakes_a_listener_at_commit_and_only_then(store: PgStore) -> None:

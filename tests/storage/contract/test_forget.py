@@ -5,6 +5,7 @@ dealt with; and on PostgreSQL, a turn stored by another node meanwhile leaves no
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 import time
 from functools import partial
@@ -178,11 +179,17 @@ async def test_their_pairing_notes_titles_and_old_dedupe_rows_go_and_others_stay
             "updated_at) VALUES ('s-alice-group', ?, 'telegram', 'discord', ?, ?)", DM_A, h.now, h.now)
         h.x("INSERT INTO gateway_superseded (message_id, session_id, superseded_at) SELECT MAX(id), session_id, ? "
             "FROM messages WHERE session_id = 's-alice-dm' GROUP BY session_id", h.now)
+        # messages taken and not yet answered (parked): hers go, Bob's stays
+        for who in (ALICE, BOB):
+            payload = json.dumps({"platform": "telegram", "user_id": who, "text": f"{who} waits"})
+            db.m.inbound.park(conn, f"key-{who}", "telegram", who, payload, now=h.now, node_id="n1", token=1)
 
     await db.write(more)
     outcome = await db.write(forget(db))
     assert outcome.counts["pairing records"] == 2  # her code and telegram allowlist row; discord's is not hers
-    assert outcome.counts["dedupe records"] == 6  # and her DM's old row
+    assert outcome.counts["dedupe records"] == 7  # and her DM's old row, and her parked message
+    parked = "gateway_parked" if db.name == "sqlite" else "cluster_inbox"
+    assert await rows(db, f"SELECT session_key FROM {parked}") == [(f"key-{BOB}",)]
     assert sorted(r[0] for r in await rows(db, "SELECT delivery_key FROM gateway_inbound_seen")) == \
         [f"{ALICE}0:9002", f"{BOB}:9003", *sorted(r[0] for r in await rows(
             db, "SELECT delivery_key FROM gateway_inbound_seen WHERE user_id = ?", (BOB,)))]

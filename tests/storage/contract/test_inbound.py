@@ -142,3 +142,20 @@ async def test_many_deliveries_recorded_by_three_nodes_at_once_are_each_recorded
             "SELECT count(*) FROM gateway_inbound_seen WHERE user_id = 'node' || (seen_at - %s)::int",
             (T0,)).fetchone())
         assert whole is not None and whole[0] == len(keys)
+
+
+async def test_a_parked_message_is_kept_until_it_is_unparked(db: Db) -> None:
+    """SQLite's ``gateway_parked``: what a start takes again, oldest first (PostgreSQL's parked rows
+    belong to lanes and go to their next owner: ``tests/gateway/cluster/test_pg_leases.py``)."""
+    inbound = db.m.inbound
+    if db.name != "sqlite":
+        assert await db.read(inbound.parked) == []
+        return
+    ids = [await db.write(partial(inbound.park, session_key=f"k{i % 2}", platform="telegram", user_id="7",
+                                  payload=f"p{i}", now=T0 + i)) for i in range(3)]
+    assert [(r.id, r.session_key, r.payload, r.parked_at) for r in await db.read(inbound.parked)] == [
+        (ids[0], "k0", "p0", T0), (ids[1], "k1", "p1", T0 + 1), (ids[2], "k0", "p2", T0 + 2)]
+    await db.write(partial(inbound.unpark, park_id=ids[1]))
+    await db.write(partial(inbound.unpark, park_id=ids[1]))  # twice: nothing more
+    assert [r.payload for r in await db.read(inbound.parked)] == ["p0", "p2"]
+    assert [await db.read(partial(inbound.is_parked, park_id=i)) for i in ids] == [True, False, True]
