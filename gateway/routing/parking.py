@@ -34,8 +34,10 @@ import structlog
 
 from adapters.base import Adapter, ChatType, Disposition, InboundMessage
 from adapters.media import Attachment, AttachmentKind
+from gateway.errors import LaneLostError
 from gateway.routing.delivery import READY_WAIT
 from gateway.routing.lanes import Job, Lanes
+from gateway.routing.outbox import fenced
 from storage import Store, inbound
 
 log = structlog.get_logger("hermes.router")
@@ -124,17 +126,36 @@ class Parking:
             c, key, msg.platform, msg.user_id, payload, now=now, node_id=node_id, token=token))
         return ParkTicket(park_id)
 
-    async def settle(self, ticket: ParkTicket | None) -> None:
+    async def settle(self, ticket: ParkTicket | None, key: str | None = None) -> None:
         """The message was answered (or stopped): its row goes, unless its answer took it. A
-        failure is logged: the row is then taken again at the next start."""
-        if ticket is None or ticket.settled:
+        failure is logged: the row is then taken again at the next start. With ``key`` on several
+        nodes, only while this node still serves the chat: else the row is its new owner's."""
+        if ticket is not None and not ticket.settled:
+            await self._write(ticket, self._settle_op(ticket, key))
+
+    def _settle_op(self, ticket: ParkTicket, key: str | None) -> Callable[..., None] | None:
+        """Taken when the job ends (the lane's token then), written a moment later."""
+        op: Callable[..., None] | None = ticket.settle_op()
+        gate = self._lanes.gate
+        if key is not None and gate is not None:
+            fence = gate.fence(key)
+            if fence is None:  # the lane is gone from here
+                log.info("router.parked_left_to_new_owner", park_id=ticket.id)
+                return None
+            op = fenced(fence, op)
+        return op
+
+    async def _write(self, ticket: ParkTicket, op: Callable[..., None] | None) -> None:
+        if op is None:
             return
         try:
-            await self._store.write(ticket.settle_op())
+            await self._store.write(op)
+        except LaneLostError:
+            log.info("router.parked_left_to_new_owner", park_id=ticket.id)
         except Exception as exc:
             log.warning("router.parked_unsettled", park_id=ticket.id, error=f"{type(exc).__name__}: {exc}")
 
-    def job(self, ticket: ParkTicket, job: Job, platform: str, *, stopping: Callable[[], bool]) -> Job:
+    def job(self, ticket: ParkTicket, job: Job, platform: str, key: str, *, stopping: Callable[[], bool]) -> Job:
         """``job`` (the message's turn or command), settling its row when it ends. A job the
         gateway's stop cut off (``stopping()``) leaves its row: the next start takes it again.
         Taken again at a start, it first waits (up to ``READY_WAIT``) for its platform to connect."""
@@ -147,14 +168,14 @@ class Parking:
                 await job()
             except asyncio.CancelledError:
                 if not stopping():  # /stop: its note answered it
-                    await asyncio.shield(self.settle(ticket))
+                    await asyncio.shield(self.settle(ticket, key))
                 raise
             except BaseException:
                 if not ticket.settled:  # it crashed (logged by its lane): taking it again would too
-                    self.later(self.settle(ticket))
+                    self.later(self._write(ticket, self._settle_op(ticket, key)))
                 raise
             if not ticket.settled:  # a turn's answer took it; a command, a notice, a /stop did not
-                self.later(self.settle(ticket))
+                self.later(self._write(ticket, self._settle_op(ticket, key)))
 
         return run
 

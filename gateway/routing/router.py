@@ -302,7 +302,7 @@ class Router:
             claim.parked = await self._parking.park(msg, key)
         ticket = claim.parked
         if ticket is not None:
-            job = self._parking.job(ticket, job, msg.platform, stopping=lambda: not self._accepting)
+            job = self._parking.job(ticket, job, msg.platform, key, stopping=lambda: not self._accepting)
 
         async def dropped() -> None:  # the gateway stopped before the job ran (a parked one is taken again)
             if msg.delivery_key is not None:

@@ -91,9 +91,9 @@ def park(conn: PgConnection, session_key: str, platform: str, user_id: str | Non
 
 
 def unpark(conn: PgConnection, park_id: int) -> None:
-    """The parked message was answered: its row is done."""
-    conn.execute("UPDATE cluster_inbox SET done_at = extract(epoch from now())::float8, done_by = 'answered'"
-                 " WHERE id = %s AND done_at IS NULL", (park_id,))
+    """The parked message was answered: its row is done, by the node that claimed it (ran it)."""
+    conn.execute("UPDATE cluster_inbox SET done_at = extract(epoch from now())::float8,"
+                 " done_by = coalesce(claimed_by, 'answered') WHERE id = %s AND done_at IS NULL", (park_id,))
 
 
 def is_parked(conn: PgConnection, park_id: int) -> bool:

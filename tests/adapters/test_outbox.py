@@ -81,10 +81,11 @@ async def test_an_answer_cut_off_by_kill_9_is_delivered_once_after_restart(
     assert db_rows(home / "state.db", "SELECT status FROM gateway_outbound") == [("recovered",)]
 
 
-async def test_a_message_lost_in_its_lane_by_kill_9_is_answered_when_redelivered(
+async def test_a_message_in_its_lane_at_kill_9_is_answered_after_the_restart_once(
     tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram
 ) -> None:
-    # "Seen" commits with the question: a message that never got that far is no duplicate.
+    # Both were taken (Telegram's offset passed them), so both were parked: the restart answers the one
+    # the kill cut off from its stored question and runs the one that waited; redeliveries are duplicates.
     fake = fake_telegram
     home, port, env = telegram_daemon_home(tmp_path, fake_openai, fake, busy_ack=False)
     fake_openai.hang()  # the first turn never ends; the second message waits behind it
@@ -104,13 +105,14 @@ async def test_a_message_lost_in_its_lane_by_kill_9_is_answered_when_redelivered
         ("user", "first, stored before the model saw it")]
     with run_daemon(home, port, **env) as d:
         await d.wait_healthy()
-        await fake.redeliver(first)  # its question is stored: a duplicate
-        await fake.redeliver(second)  # never stored: taken as new
-        [reply] = await fake.wait_sent(1, timeout=WAIT)
-        await asyncio.sleep(0.5)  # a reply to the first, if one were coming, would be on its way by now
+        replies = await fake.wait_sent(2, timeout=WAIT)
+        await fake.redeliver(first)  # answered now: duplicates
+        await fake.redeliver(second)
+        await asyncio.sleep(0.5)  # a second reply, if one were coming, would be on its way by now
         d.proc.send_signal(signal.SIGTERM)
         assert await d.wait_exit() == 0
-    assert reply["rendered"] == "echo: second, still waiting in the lane"
-    assert len(fake.sent) == 1
+    assert [r["rendered"] for r in replies] == ["echo: first, stored before the model saw it",
+                                                 "echo: second, still waiting in the lane"]
+    assert len(fake.sent) == 2
     assert [r[0] for r in db_rows(home / "state.db", "SELECT content FROM messages WHERE role = 'user'")] == [
         "first, stored before the model saw it", "second, still waiting in the lane"]

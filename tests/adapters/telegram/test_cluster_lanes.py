@@ -53,7 +53,7 @@ async def test_a_webhook_update_at_a_node_that_does_not_serve_the_chat_is_answer
     fake, uid = fake_telegram, fake_telegram.user["id"]
     hold = fake_openai.hold_when(lambda body: "first" in str(body["messages"][-1]))
     async with AsyncExitStack() as stack:
-        ports, _, _, other = await webhook_nodes(stack, tmp_path, fake, fake_openai, pg_url)
+        ports, _, owner, other = await webhook_nodes(stack, tmp_path, fake, fake_openai, pg_url)
 
         first = await fake.user_says("first")  # posted to the owner's URL: its turn holds the chat
         await until(hold.arrived.is_set, "the first turn at the model")
@@ -74,15 +74,19 @@ async def test_a_webhook_update_at_a_node_that_does_not_serve_the_chat_is_answer
             handed: list[tuple[Any, ...]] = []
 
             async def wait_handed() -> None:
-                while not (found := await inbox()):
+                while len(found := await inbox()) < 2:
                     await asyncio.sleep(0.1)
                 handed.extend(found)
 
             await asyncio.wait_for(wait_handed(), 30)
-            assert handed[0][0] == other  # written by the node it reached, for the owner
+            # the owner's own parked row for the first (until it is answered), then the second,
+            # written by the node it reached, for the owner
+            assert handed == [(owner, False), (other, False)]
             hold.release.set()
             await until(lambda: "second" in [t for _, t in delivered(fake)], "the second answer")
-            assert await inbox() == [(other, True)]
+            async with asyncio.timeout(10):
+                while await inbox() != [(owner, True), (other, True)]:
+                    await asyncio.sleep(0.1)
     answers_ = [t for c, t in delivered(fake) if c == uid]
     assert answers_ == ["first", "second"]  # once each, in order
     assert [(role, content) for _, role, content in await stored(pg_url)] == [
@@ -135,7 +139,15 @@ async def test_a_node_paused_past_its_lease_cannot_store_its_answer_beside_the_n
     tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str
 ) -> None:
     fake, uid = fake_telegram, fake_telegram.user["id"]
-    hold = fake_openai.hold_when(lambda body: "first" in str(body["messages"][-1]))
+    held: list[bool] = []
+
+    def owners_first_call(body: dict[str, Any]) -> bool:  # the paused node's; not the new owner's
+        if "first" in str(body["messages"][-1]) and not held:
+            held.append(True)
+            return True
+        return False
+
+    hold = fake_openai.hold_when(owners_first_call)
     paused: list[int] = []
     async with AsyncExitStack() as stack:
         ports, procs, owner, other = await webhook_nodes(stack, tmp_path, fake, fake_openai, pg_url)
@@ -164,17 +176,21 @@ async def test_a_node_paused_past_its_lease_cannot_store_its_answer_beside_the_n
                   "message": {**first["message"], "message_id": first["message"]["message_id"] + 1000,
                               "text": "second"}}
         assert await fake.deliver_to_webhook(second, url=f"http://127.0.0.1:{ports[other]}/telegram/webhook") == 200
-        await until(lambda: "second" in [t for _, t in delivered(fake)], "the new owner's answer")
+        await until(lambda: "second" in [t for _, t in delivered(fake)], "the new owner's answers")
         os.kill(procs[owner].pid, signal.SIGCONT)  # it wakes up and its model call returns
         paused.clear()
         hold.release.set()
 
         log = tmp_path / owner / "daemon.log"
         # the paused node's answer was refused by the lane's fence (its transaction rolled back),
-        # and that node says nothing to the chat: the new owner answered
+        # and that node says nothing to the chat: the new owner answered, the first message too (the
+        # paused node's parked row, taken over with the chat, its stored question answered once)
         await until(lambda: "router.lane_lost" in log.read_text(), "the paused node's turn to end")
+        # and it leaves the message's row to the new owner: it does not mark it done
+        await until(lambda: "router.parked_left_to_new_owner" in log.read_text(), "the paused node to let go")
     stored_ = [(role, content) for _, role, content in await stored(pg_url)]
-    assert ("assistant", "echo: first") not in stored_, stored_
-    assert stored_[-1] == ("assistant", "echo: second")
-    assert "first" not in [t for c, t in delivered(fake) if c == uid]
-    assert [m for m in fake.sent if int(m["chat_id"]) == uid and "echo: second" not in str(m.get("text"))] == []
+    assert stored_ == [("user", "first"), ("assistant", "echo: first"), ("user", "second"),
+                       ("assistant", "echo: second")], stored_
+    assert [t for c, t in delivered(fake) if c == uid] == ["first", "second"]
+    assert [m for m in fake.sent if int(m["chat_id"]) == uid and "echo: " not in str(m.get("text"))
+            and "Queued" not in str(m.get("text"))] == []  # the second waited behind the first there

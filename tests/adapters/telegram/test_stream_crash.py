@@ -1,7 +1,8 @@
 """kill -9 in the middle of a streamed answer, then a restart: the partial message is repaired once.
 
 The daemon is a real process (``hermes-gateway run``) against FakeTelegram and the fake model in
-this process. Two cuts: before the answer was stored (the fragment is marked as cut off) and
+this process. Two cuts: before the answer was stored (the fragment is marked as cut off, and the
+question, parked until answered, is answered anew) and
 after it was stored but before its last edit (the fragment becomes the answer, marked ↻).
 """
 
@@ -58,14 +59,18 @@ async def test_a_stream_cut_before_its_answer_was_stored_is_marked_once_after_th
         assert await asyncio.to_thread(proc.wait, 30) == -9
     fragment = bot_texts(fake, group)
     assert len(fragment) == 1 and fragment[0].startswith("slow0")
+    # the fragment is marked, and the question (stored, and parked until answered) is answered anew
+    answered = sorted([INTERRUPTED_NOTE, "echo: a very long story"])
     async with daemon(home, fake, fake_openai) as proc:
-        await until(lambda: bot_texts(fake, group) == [INTERRUPTED_NOTE], "the fragment to be marked", proc)
+        await until(lambda: sorted(bot_texts(fake, group)) == answered, "the fragment marked, the question answered",
+                    proc)
         await until(lambda: ledger(home / "state.db")[0][0] == "expired", "the row to be closed", proc)
     async with daemon(home, fake, fake_openai) as proc:  # once: a second restart changes nothing
         await until(lambda: fake.connected(), "the daemon to poll again", proc)
         await asyncio.sleep(0.5)
-    assert bot_texts(fake, group) == [INTERRUPTED_NOTE]
-    assert not rows(home / "state.db", "SELECT 1 FROM messages WHERE role = 'assistant'")
+    assert sorted(bot_texts(fake, group)) == answered
+    assert rows(home / "state.db", "SELECT content FROM messages WHERE role = 'assistant'") == [
+        ("echo: a very long story",)]
 
 
 async def test_a_stream_cut_after_its_answer_was_stored_becomes_that_answer_once_after_the_restart(

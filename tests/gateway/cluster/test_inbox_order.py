@@ -20,6 +20,7 @@ from adapters.base import ChatType, Disposition, InboundMessage
 from gateway.config import load_config
 from gateway.daemon.clustered import ClusterDuties
 from gateway.routing.lanes import Lanes
+from gateway.routing.parking import ParkTicket
 from storage.postgres import PgStore
 from storage.postgres import cluster as pc
 
@@ -36,7 +37,7 @@ class _Router:
         #: set: each turn stalls at its start (this node dies mid-turn, before its question is stored)
         self.stall = asyncio.Event()
 
-    async def handle(self, msg: InboundMessage) -> Disposition:
+    async def handle(self, msg: InboundMessage, parked: ParkTicket | None = None) -> Disposition:
         gate = self.lanes.gate
         assert gate is not None
         if await gate.handed_off(msg, KEY):
