@@ -328,8 +328,8 @@ class ClusterDuties:
         """What other nodes handed to this chat's lane (or parked in it and died), in order, into the
         lane here. A row is the message's parked row (``gateway.routing.parking``): done when its
         answer is stored or its job ended, when a handed copy's question is stored
-        (``inbound.record``), or when the lane runs dry; the others once the router answered them. A crash before that
-        leaves it to the chat's next owner; none is run twice. One run per chat at a time: a
+        (``inbound.record``), or when the lane runs dry; the others once the router answered them.
+        A crash before that leaves it to the chat's next owner; none is run twice. One run per chat at a time: a
         message that came directly waits here until the rows ahead of it are in the lane."""
         if self._stopped or self.stopping:
             return  # left in the inbox: the node that takes the chat over runs them
