@@ -210,6 +210,7 @@ class Gateway:
             if self.runtime is not None and self.runtime.services.media is not None:
                 await self.runtime.services.media.aclose()
             if self.runtime is not None:
+                await self.runtime.router.aclose()  # parked rows and dedupe records of jobs that ended
                 await self.runtime.services.delivery.aclose()  # ledger notes of replies already sent
             await store.close()
             self.notifier.close()

@@ -44,9 +44,8 @@ log = structlog.get_logger("hermes.router")
 
 __all__ = ["ParkTicket", "Parking", "from_payload", "to_payload"]
 
-_FIELDS = ("platform", "chat_id", "user_id", "text", "message_id", "thread_id", "user_name", "chat_name",
-           "timestamp", "reply_to", "dedupe_id", "redeliverable", "pre_authorized", "addressed",
-           "platform_retries")
+#: every field but the ones written apart (its chat type, its files) and the platform's own object
+_FIELDS = tuple(f.name for f in fields(InboundMessage) if f.name not in ("chat_type", "attachments", "raw"))
 _FILE_FIELDS = tuple(f.name for f in fields(Attachment) if f.name not in ("kind", "data"))
 
 
@@ -62,7 +61,8 @@ def to_payload(msg: InboundMessage) -> str:
 
 def from_payload(payload: str) -> InboundMessage:
     """The message ``to_payload`` wrote. Raises ValueError (or KeyError, TypeError) on a payload
-    that is not one. A payload of an older release lacks ``platform_retries`` and ``attachments``."""
+    that is not one. A payload of an older release lacks ``platform_retries``, ``awaits_answer`` and
+    ``attachments``."""
     data: dict[str, Any] = json.loads(payload)
     files = tuple(
         Attachment(kind=AttachmentKind(f["kind"]), data=base64.b64decode(f["data"]) if f.get("data") else None,
@@ -105,6 +105,12 @@ class Parking:
         task = asyncio.ensure_future(work)
         self._later.add(task)
         task.add_done_callback(self._later.discard)
+
+    async def aclose(self) -> None:
+        """Wait for the bookkeeping still being written (before the store closes): a row left
+        behind would run its command again at the next start."""
+        if self._later:
+            await asyncio.wait(set(self._later), timeout=10.0)
 
     @staticmethod
     def wanted(msg: InboundMessage) -> bool:

@@ -80,6 +80,10 @@ class Router:
         stop left parked (its platform will not bring it again). How many went into a lane."""
         return await self._parking.replay(self.handle)
 
+    async def aclose(self) -> None:
+        """What a job left to write beside its lane (its dedupe record, its parked row), before the store closes."""
+        await self._parking.aclose()
+
     async def handle(self, msg: InboundMessage, parked: ParkTicket | None = None) -> Disposition:
         """``parked``: a message taken again at a start (``replay``)."""
         self._metrics.messages_in.labels(msg.platform).inc()

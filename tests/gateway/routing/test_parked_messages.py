@@ -80,8 +80,8 @@ async def test_an_answered_message_leaves_nothing_parked(gateway_home: Path, fak
         assert await chat.say("this fails", user="u2") is Disposition.ACCEPTED
         await chat.wait_sent(1, chat="u2")
         assert await chat.say("/stop", user="u1") is Disposition.ANSWERED
-        await asyncio.sleep(0.2)  # the failed turn's row goes once its notice is out
-        assert parked(gw.db_path) == []
+    # the failed turn's row goes beside its lane once its notice is out; the stop waits for that write
+    assert parked(gw.db_path) == []
     assert [m.kind for m in chat.to("u2")] == [SendKind.NOTICE]
 
 
