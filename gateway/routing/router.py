@@ -93,7 +93,8 @@ class Router:
             except _AWAY as exc:
                 if msg.platform_retries and not msg.awaits_answer:
                     # Not taken, so not acknowledged: the redelivery gets the answer, not a notice now.
-                    log.warning("router.deferred", message_id=_loggable(msg.message_id), error=type(exc).__name__)
+                    log.warning("router.deferred", message_id=_loggable(msg.message_id), error=type(exc).__name__,
+                                reason=str(exc)[:300])
                     return Disposition.DEFERRED
                 log.exception("router.handle_failed", message_id=msg.message_id)
                 await self._notice(msg, "Sorry, that message could not be handled. Please try again.", exc)

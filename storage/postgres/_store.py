@@ -49,6 +49,10 @@ _RETRYABLE = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected)
 _ATTEMPTS = 5
 #: how long a transaction waits for a connection once the pool could not get one in time
 _AWAY_WAIT = 1.0
+#: how long the pool retries one lost connection before giving it up (psycopg_pool's default is
+#: 5 minutes, with pauses that double: after an outage of 20 s its next try could be 15 s after
+#: the server was back). Given up, the next request that finds no connection grows the pool at once.
+_RECONNECT_FOR = 2.0
 
 
 class PgStore(StoreDoor):
@@ -85,6 +89,9 @@ class PgStore(StoreDoor):
         self.migrated: list[int] = []
         #: the last wait for a connection timed out (the server is away): wait ``_AWAY_WAIT`` only
         self._away = False
+        #: connections handed out so far: a wait that began before the latest one and timed out
+        #: says nothing of the server now (the pool was getting its connections back)
+        self._served = 0
 
     async def open(self) -> None:
         await asyncio.to_thread(self._open_sync)
@@ -108,6 +115,7 @@ class PgStore(StoreDoor):
             kwargs=self._conn_kwargs,
             timeout=self._connect_timeout,
             name="hermes",
+            reconnect_timeout=_RECONNECT_FOR,
             open=False,
         )
         self._pool.open(wait=True, timeout=self._connect_timeout)
@@ -198,15 +206,21 @@ class PgStore(StoreDoor):
                 # while the pool cannot reach the server, a transaction waits a second for a
                 # connection, not the whole connect timeout: a request makes several, and its
                 # caller (an HTTP client, a webhook) gives up long before they all time out
+                served = self._served
                 with self.pool.connection(timeout=_AWAY_WAIT if self._away else None) as conn:
                     try:
                         conn.execute(begin)
                     except psycopg.OperationalError:
-                        # dead before anything of ours ran (the server restarted): a fresh connection
+                        # dead before anything of ours ran (the server restarted): so are the
+                        # others it had idle then; they are checked (and replaced) at once, rather
+                        # than each costing a transaction one of its attempts
                         if attempt == _ATTEMPTS:
                             raise
+                        if attempt == 1:
+                            self.pool.check()
                         continue
                     self._away = False
+                    self._served += 1
                     try:
                         result = fn(conn)
                         conn.execute("COMMIT")
@@ -224,7 +238,7 @@ class PgStore(StoreDoor):
             except PoolClosed:
                 raise StorageClosedError("the database pool is closed") from None
             except (psycopg.OperationalError, PoolTimeout) as exc:
-                if isinstance(exc, PoolTimeout):
+                if isinstance(exc, PoolTimeout) and served == self._served:
                     self._away = True
                 raise StorageUnavailableError(f"the database at {self.url.redacted} is unavailable: {_why(exc)}") from None
         raise AssertionError("unreachable")

@@ -80,6 +80,40 @@ async def test_a_server_restart_is_a_clear_error_then_the_pool_recovers(pg_serve
         assert await store.healthy()
 
 
+async def test_a_restart_with_every_pooled_connection_idle_costs_no_transaction(pg_server: PgServer, pg_url: str) -> None:
+    async with PgStore(pg_url, max_size=8) as store:
+        await asyncio.gather(*(store.read(_slow_one) for _ in range(8)))  # eight connections, idle now
+        pg_server.restart()
+        # the first dead one found has the others checked at once: more dead connections than a
+        # transaction's attempts still cost it nothing
+        await store.write(lambda c: c.execute("INSERT INTO state_meta VALUES ('after', 'restart')"))
+        assert await store.read(lambda c: _one(c, "SELECT value FROM state_meta WHERE key = 'after'")) == "restart"
+
+
+async def test_after_a_long_outage_the_pool_has_its_connections_back_as_soon_as_it_is_asked(
+    pg_server: PgServer, pg_url: str
+) -> None:
+    """psycopg_pool retries a lost connection for 5 minutes by default, each pause twice the last:
+    after an outage of 9 s its next try would come about 6 s after the server was back, and every
+    request until then failed. Here a lost connection is retried for 2 s, then given up, and the
+    next request that finds none connects at once."""
+    db = pg_url.rsplit("/", 1)[1]
+    async with PgStore(pg_url, max_size=8, connect_timeout=2) as store:
+        await asyncio.gather(*(store.read(_slow_one) for _ in range(8)))
+        pg_server.psql(f"ALTER DATABASE {db} ALLOW_CONNECTIONS false")
+        pg_server.psql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'")
+        failed = 0
+        for _ in range(5):  # the gateway keeps asking while the server is away (8.5 s)
+            results = await asyncio.gather(*(store.read(_slow_one) for _ in range(4)), return_exceptions=True)
+            failed += sum(isinstance(r, StorageUnavailableError) for r in results)
+            await asyncio.sleep(0.5)
+        assert failed
+        pg_server.psql(f"ALTER DATABASE {db} ALLOW_CONNECTIONS true")
+        await asyncio.sleep(2.5)  # what was being retried is connected or given up by now
+        assert await asyncio.gather(*(store.read(_slow_one) for _ in range(4))) == [1, 1, 1, 1]
+        assert await store.healthy()
+
+
 def test_storage_url_parsing_and_redaction(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert parse_storage_url(None, default_path=tmp_path / "state.db").path == tmp_path / "state.db"
     assert parse_storage_url("sqlite:////var/lib/h/state.db", default_path=tmp_path).path is not None
@@ -116,3 +150,8 @@ async def test_rows_read_by_index_and_by_name_as_sqlite_rows_do(pg_url: str) -> 
         assert (row[0], row["one"], row[1], row["two"], tuple(row), row.keys()) == (1, 1, "two", "two", (1, "two"), ["one", "two"])
         with pytest.raises(KeyError):
             row["three"]
+
+
+def _slow_one(conn: psycopg.Connection) -> int:
+    """A read that holds its connection a moment, so that several at once each take their own."""
+    return int(_one(conn, "SELECT 1 FROM pg_sleep(0.05)"))
