@@ -48,6 +48,13 @@ __all__ = ["ParkTicket", "Parking", "from_payload", "to_payload"]
 _FIELDS = tuple(f.name for f in fields(InboundMessage) if f.name not in ("chat_type", "attachments", "raw"))
 _FILE_FIELDS = tuple(f.name for f in fields(Attachment) if f.name not in ("kind", "data"))
 
+Fence = Callable[[Any], bool]
+
+
+def _unfenced(conn: Any) -> bool:
+    """One node: a settle needs no lane check."""
+    return True
+
 
 def to_payload(msg: InboundMessage) -> str:
     """``msg`` as JSON, to be run again by another process (the platform's own object is not kept:
@@ -137,19 +144,26 @@ class Parking:
         failure is logged: the row is then taken again at the next start. With ``key`` on several
         nodes, only while this node still serves the chat: else the row is its new owner's."""
         if ticket is not None and not ticket.settled:
-            await self._write(ticket, self._settle_op(ticket, key))
+            await self._write(ticket, self._settle_op(ticket, self._fence(key)))
 
-    def _settle_op(self, ticket: ParkTicket, key: str | None) -> Callable[..., None] | None:
-        """Taken when the job ends (the lane's token then), written a moment later."""
-        op: Callable[..., None] | None = ticket.settle_op()
+    def _fence(self, key: str | None) -> Fence | None:
+        """On several nodes, the check that this node still holds ``key``'s lane under its token
+        now (None: it does not hold it); ``_unfenced`` where there is nothing to check."""
         gate = self._lanes.gate
-        if key is not None and gate is not None:
-            fence = gate.fence(key)
-            if fence is None:  # the lane is gone from here
-                log.info("router.parked_left_to_new_owner", park_id=ticket.id)
-                return None
-            op = fenced(fence, op)
-        return op
+        if key is None or gate is None:
+            return _unfenced
+        return gate.fence(key)
+
+    @staticmethod
+    def _settle_op(ticket: ParkTicket, fence: Fence | None) -> Callable[..., None] | None:
+        """The row's settle, fenced with the lane's token its job ran under: a job whose lane was
+        lost meanwhile (the database away past the lease) answered nothing the new owner will not
+        answer, and the row is the new owner's, even when that is this node again."""
+        if fence is None:
+            log.info("router.parked_left_to_new_owner", park_id=ticket.id)
+            return None
+        op: Callable[..., None] | None = ticket.settle_op()
+        return op if fence is _unfenced else fenced(fence, op)
 
     async def _write(self, ticket: ParkTicket, op: Callable[..., None] | None) -> None:
         if op is None:
@@ -166,6 +180,7 @@ class Parking:
         gateway's stop cut off (``stopping()``) leaves its row: the next start takes it again.
         Taken again at a start, it first waits (up to ``READY_WAIT``) for its platform to connect."""
         async def run() -> None:
+            fence = self._fence(key)  # the lane is this node's now (``LaneGate.enter``)
             adapter = self._adapters.get(platform)
             if ticket.replayed and adapter is not None:
                 with contextlib.suppress(TimeoutError):
@@ -173,15 +188,15 @@ class Parking:
             try:
                 await job()
             except asyncio.CancelledError:
-                if not stopping():  # /stop: its note answered it
-                    await asyncio.shield(self.settle(ticket, key))
+                if not stopping() and not ticket.settled:  # /stop: its note answered it
+                    await asyncio.shield(self._write(ticket, self._settle_op(ticket, fence)))
                 raise
             except BaseException:
                 if not ticket.settled:  # it crashed (logged by its lane): taking it again would too
-                    self.later(self._write(ticket, self._settle_op(ticket, key)))
+                    self.later(self._write(ticket, self._settle_op(ticket, fence)))
                 raise
             if not ticket.settled:  # a turn's answer took it; a command, a notice, a /stop did not
-                self.later(self._write(ticket, self._settle_op(ticket, key)))
+                self.later(self._write(ticket, self._settle_op(ticket, fence)))
 
         return run
 

@@ -1,0 +1,82 @@
+"""A node that loses a chat's lane mid-turn (its lease ran out: the database away, a stall) and
+takes the lane again under a new token leaves the cut-off message's row to that new turn of the
+lane, even though the new owner is itself: the message is answered once, after all.
+
+One real daemon process on a real PostgreSQL server, FakeTelegram polling. The test holds the
+message's row locked (as a slow transaction would) so that the node's second take of the lane
+cannot claim it before the first turn ends: the turn's end must not settle a row it no longer
+holds under its own token."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from tests.emulators.fake_telegram import FakeTelegram
+from tests.fakes.openai_server import FakeOpenAI
+
+from .._telegram_process import telegram_daemon, until
+from ._cluster import delivered, pollers, stored, wait_cluster
+
+
+async def test_a_lane_lost_and_taken_again_by_the_same_node_leaves_the_message_to_that_new_turn(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str
+) -> None:
+    fake, uid = fake_telegram, fake_telegram.user["id"]
+    held: list[bool] = []
+
+    def first_call(body: dict[str, Any]) -> bool:  # the turn that loses its lane; not its retake
+        if "first" in str(body["messages"][-1]) and not held:
+            held.append(True)
+            return True
+        return False
+
+    hold = fake_openai.hold_when(first_call)
+    home = tmp_path / "n1"
+    log = home / "daemon.log"
+    async with telegram_daemon(home, fake, fake_openai, logging={"level": "info"}, storage={"url": pg_url},
+                               cluster={"node_id": "n1", "failover_s": 3}) as proc:
+        await wait_cluster(home, "the node polling", lambda v: len(pollers(v)) == 1)
+        await until(fake.connected, "the node to poll", proc)
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin, \
+                await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as locker:
+
+            async def one(sql: str) -> Any:
+                row = await (await admin.execute(sql)).fetchone()
+                return None if row is None else row[0]
+
+            await fake.user_says("first")
+            await until(hold.arrived.is_set, "the first turn at the model", proc)
+            lane = "SELECT token FROM cluster_leases WHERE kind = 'lane' AND expires_at > extract(epoch from now())"
+            token = await one(lane)
+            assert token is not None
+            await locker.execute("BEGIN")
+            rows = await (await locker.execute(
+                "SELECT id FROM cluster_inbox WHERE done_at IS NULL FOR UPDATE")).fetchall()
+            assert len(rows) == 1, rows  # the message's parked row
+            # the lease runs out under the turn; the node's next heartbeat takes the lane again
+            # (a new token), and cannot claim the locked row yet
+            await admin.execute("UPDATE cluster_leases SET expires_at = extract(epoch from now()) - 1"
+                                " WHERE kind = 'lane'")
+
+            async def retaken() -> None:
+                while (now := await one(lane)) is None or now == token:
+                    await asyncio.sleep(0.1)
+
+            await asyncio.wait_for(retaken(), 30)
+            hold.release.set()
+            await until(lambda: "router.lane_lost" in log.read_text(), "the first turn's answer refused", proc)
+            # its end leaves the row (a settle fenced with the new token would wait on the lock,
+            # then mark the unanswered message done)
+            await until(lambda: "router.parked_left_to_new_owner" in log.read_text(), "the row left", proc)
+            await locker.execute("ROLLBACK")
+        await until(lambda: "first" in [t for _, t in delivered(fake)], "the first message answered", proc)
+        await fake.user_says("second")
+        await until(lambda: "second" in [t for _, t in delivered(fake)], "the second message answered", proc)
+    assert [t for c, t in delivered(fake) if c == uid] == ["first", "second"]
+    stored_ = [(role, content) for _, role, content in await stored(pg_url)]
+    assert stored_ == [("user", "first"), ("assistant", "echo: first"), ("user", "second"),
+                       ("assistant", "echo: second")], stored_
