@@ -275,7 +275,9 @@ class ClusterDuties:
             backoff = min(backoff * 2, 1.0)
 
     def idle(self, key: str) -> None:
-        if key in self._releasing or self.node.lane_token(key) is None:
+        # rows taken from the chat's inbox are on their way into the lane: letting it go would
+        # settle them unrun (``finish_claimed``); the inbox run lets it go when it is done
+        if key in self._releasing or key in self._inbox_turns or self.node.lane_token(key) is None:
             return
 
         async def release() -> None:
@@ -359,6 +361,8 @@ class ClusterDuties:
             turn.users -= 1
             if not turn.users:
                 del self._inbox_turns[key]
+                if not self._runtime.services.lanes.busy(key):  # each row was answered at once, or none came
+                    self.idle(key)
 
     # -- status -----------------------------------------------------------------------------
 

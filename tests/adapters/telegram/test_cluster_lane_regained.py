@@ -1,11 +1,14 @@
 """A node that loses a chat's lane mid-turn (its lease ran out: the database away, a stall) and
-takes the lane again under a new token leaves the cut-off message's row to that new turn of the
+takes the lane again under a new token leaves the cut-off message's row to that new take of the
 lane, even though the new owner is itself: the message is answered once, after all.
 
-One real daemon process on a real PostgreSQL server, FakeTelegram polling. The test holds the
-message's row locked (as a slow transaction would) so that the node's second take of the lane
-cannot claim it before the first turn ends: the turn's end must not settle a row it no longer
-holds under its own token."""
+One real daemon process on a real PostgreSQL server, FakeTelegram polling. Two orders of events:
+
+- the new take claims the row while the first turn still runs: the lane running dry when that
+  turn ends must not settle the row (``finish_claimed``) before the row's message is in the lane;
+- the test holds the row locked (as a slow transaction would), so the new take cannot claim it
+  before the first turn ends: that turn's end must not settle a row it no longer holds under its
+  own token."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from tests.emulators.fake_telegram import FakeTelegram
 from tests.fakes.openai_server import FakeOpenAI
@@ -22,8 +26,9 @@ from .._telegram_process import telegram_daemon, until
 from ._cluster import delivered, pollers, stored, wait_cluster
 
 
-async def test_a_lane_lost_and_taken_again_by_the_same_node_leaves_the_message_to_that_new_turn(
-    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str
+@pytest.mark.parametrize("row_locked", [False, True], ids=["claimed-while-it-runs", "claimed-after-it-ended"])
+async def test_a_lane_lost_and_taken_again_by_the_same_node_leaves_the_message_to_that_new_take(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str, row_locked: bool
 ) -> None:
     fake, uid = fake_telegram, fake_telegram.user["id"]
     held: list[bool] = []
@@ -53,12 +58,13 @@ async def test_a_lane_lost_and_taken_again_by_the_same_node_leaves_the_message_t
             lane = "SELECT token FROM cluster_leases WHERE kind = 'lane' AND expires_at > extract(epoch from now())"
             token = await one(lane)
             assert token is not None
-            await locker.execute("BEGIN")
-            rows = await (await locker.execute(
-                "SELECT id FROM cluster_inbox WHERE done_at IS NULL FOR UPDATE")).fetchall()
-            assert len(rows) == 1, rows  # the message's parked row
+            if row_locked:
+                await locker.execute("BEGIN")
+                rows = await (await locker.execute(
+                    "SELECT id FROM cluster_inbox WHERE done_at IS NULL FOR UPDATE")).fetchall()
+                assert len(rows) == 1, rows  # the message's parked row
             # the lease runs out under the turn; the node's next heartbeat takes the lane again
-            # (a new token), and cannot claim the locked row yet
+            # (a new token), and claims the row (unless it is locked)
             await admin.execute("UPDATE cluster_leases SET expires_at = extract(epoch from now()) - 1"
                                 " WHERE kind = 'lane'")
 
@@ -72,7 +78,8 @@ async def test_a_lane_lost_and_taken_again_by_the_same_node_leaves_the_message_t
             # its end leaves the row (a settle fenced with the new token would wait on the lock,
             # then mark the unanswered message done)
             await until(lambda: "router.parked_left_to_new_owner" in log.read_text(), "the row left", proc)
-            await locker.execute("ROLLBACK")
+            if row_locked:
+                await locker.execute("ROLLBACK")
         await until(lambda: "first" in [t for _, t in delivered(fake)], "the first message answered", proc)
         await fake.user_says("second")
         await until(lambda: "second" in [t for _, t in delivered(fake)], "the second message answered", proc)
