@@ -14,10 +14,11 @@ in the turn's write (False: roll back); otherwise write ``node.hand_off(key, pay
 claim.owner)`` in the transaction of its inbound dedupe row. ``on_inbox(key)``: ``take_inbox``
 and run each row in order, ``finish_inbox`` in the transaction that stores its answer (False:
 roll back). ``release_lane(key)`` once a lane is empty; ``snapshot()`` and
-``storage.postgres.cluster.list_nodes`` for ``status``.
+``storage.postgres.cluster.list_nodes`` for ``status`` (``cluster_view``).
 """
 
 from gateway.cluster.node import ClusterNode, LaneClaim
 from gateway.cluster.roles import LEDGER, MAINTENANCE, SCHEDULER, cluster_roles
+from gateway.cluster.view import cluster_view
 
-__all__ = ["LEDGER", "MAINTENANCE", "SCHEDULER", "ClusterNode", "LaneClaim", "cluster_roles"]
+__all__ = ["LEDGER", "MAINTENANCE", "SCHEDULER", "ClusterNode", "LaneClaim", "cluster_roles", "cluster_view"]

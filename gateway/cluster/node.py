@@ -122,6 +122,11 @@ class ClusterNode:
         held = self._lanes.get(key)
         return held.token if held is not None and held.deadline > time.monotonic() else None
 
+    def lanes_held(self) -> list[str]:
+        """The keys whose lanes this node holds now (by its own deadlines)."""
+        now = time.monotonic()
+        return [key for key, held in self._lanes.items() if held.deadline > now]
+
     async def claim_lane(self, key: str) -> LaneClaim:
         """Serve ``key`` here if nobody else does. ``mine``: run the message here (after the
         inbox rows ``on_inbox`` announces); else hand it to ``owner`` (``hand_off``)."""

@@ -31,7 +31,7 @@ from typing import Any
 import structlog
 
 from adapters.base import Adapter, Disposition, InboundMessage
-from gateway.cluster import LEDGER, MAINTENANCE, SCHEDULER, ClusterNode, cluster_roles
+from gateway.cluster import LEDGER, MAINTENANCE, SCHEDULER, ClusterNode, cluster_roles, cluster_view
 from gateway.config import LoadedConfig
 from gateway.daemon.build import Runtime
 from gateway.daemon.cron_sync import CronSync
@@ -123,7 +123,7 @@ class ClusterDuties:
             self.cron_sync.start()
         self.relays.start()
         await self.node.start()
-        self._view_task = asyncio.create_task(self._refresh_view(), name="cluster-view")
+        self._view_task = asyncio.create_task(self._every_heartbeat(), name="cluster-view")
         self._handoff_task = asyncio.create_task(self._listen_handoffs(), name="cluster-handoffs")
 
     async def stop(self) -> None:
@@ -364,27 +364,25 @@ class ClusterDuties:
                 if not self._runtime.services.lanes.busy(key):  # each row was answered at once, or none came
                     self.idle(key)
 
-    # -- status -----------------------------------------------------------------------------
+    # -- every heartbeat --------------------------------------------------------------------
 
-    async def _refresh_view(self) -> None:
+    async def _every_heartbeat(self) -> None:
+        quiet: set[str] = set()
         while True:
-            try:
-                nodes = await self.node.store.read(pc.list_nodes)
-                ttl = self.node.config.failover_s
-                self.view = {
-                    "node_id": self.node.node_id,
-                    "this_node": self.node.snapshot(),
-                    "database": "up",
-                    "nodes": [
-                        {"node_id": n.node_id, "host": n.host, "pid": n.pid, "alive": n.age < ttl,
-                         "heartbeat_age_s": round(n.age, 1), "roles": list(n.roles),
-                         "lanes": n.holds.get("lanes", 0)}
-                        for n in nodes
-                    ],
-                }
-            except _DOWN as exc:
-                self.view = {**self.view, "this_node": self.node.snapshot(),
-                             "database": f"away: {type(exc).__name__}"}
-            except Exception:
-                log.exception("cluster.view_failed")
+            self.view = await cluster_view(self.node, self.view)
+            quiet = self._let_quiet_lanes_go(quiet)
             await asyncio.sleep(self.node.config.heartbeat)
+
+    def _let_quiet_lanes_go(self, before: set[str]) -> set[str]:
+        """A lane held here with nothing of its chat running or waiting here, at two looks a
+        heartbeat apart, is let go; the quiet ones now. Its release was missed: the lane lapsed
+        here a moment while its lease lived on (a late heartbeat renewed it), the release met the
+        database away, a wake-up claimed it for nothing. Held for nothing, the lease would keep
+        every other node waiting for the chat for as long as this one lives."""
+        lanes = self._runtime.services.lanes
+        quiet = {key for key in self.node.lanes_held()
+                 if not lanes.busy(key) and key not in self._inbox_turns and not self.node.inbox_due(key)}
+        for key in sorted(quiet & before):
+            log.info("cluster.quiet_lane_let_go", session_key=key)
+            self.idle(key)
+        return quiet

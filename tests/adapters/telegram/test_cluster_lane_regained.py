@@ -87,3 +87,35 @@ async def test_a_lane_lost_and_taken_again_by_the_same_node_leaves_the_message_t
     stored_ = [(role, content) for _, role, content in await stored(pg_url)]
     assert stored_ == [("user", "first"), ("assistant", "echo: first"), ("user", "second"),
                        ("assistant", "echo: second")], stored_
+
+
+async def test_a_lane_held_for_nothing_is_let_go(
+    tmp_path: Path, fake_openai: FakeOpenAI, fake_telegram: FakeTelegram, pg_url: str
+) -> None:
+    """A lease on a chat's lane that the node holds with nothing of the chat running there (its
+    release was missed: the lane lapsed on the node a moment while a late heartbeat renewed its
+    lease, or the release met the database away) is let go, instead of being renewed by every
+    heartbeat for as long as the node lives while other nodes wait for the chat."""
+    home = tmp_path / "n1"
+    key = "agent:main:telegram:dm:5000000999"
+    async with telegram_daemon(home, fake_telegram, fake_openai, logging={"level": "info"}, storage={"url": pg_url},
+                               cluster={"node_id": "n1", "failover_s": 3}) as proc:
+        await wait_cluster(home, "the node polling", lambda v: len(pollers(v)) == 1)
+        async with await psycopg.AsyncConnection.connect(pg_url, autocommit=True) as admin:
+            now = "extract(epoch from now())"
+            await admin.execute(
+                "INSERT INTO cluster_leases (kind, name, node_id, token, acquired_at, expires_at)"
+                f" VALUES ('lane', %s, 'n1', nextval('cluster_fence'), {now}, {now} + 3)", (key,))
+
+            async def live() -> bool:
+                row = await (await admin.execute(
+                    f"SELECT 1 FROM cluster_leases WHERE kind = 'lane' AND name = %s AND expires_at > {now}",
+                    (key,))).fetchone()
+                return row is not None
+
+            for _ in range(300):  # each heartbeat of the node renews it, until the node lets it go
+                if not await live():
+                    break
+                await asyncio.sleep(0.1)
+            assert not await live()
+        await until(lambda: "cluster.quiet_lane_let_go" in (home / "daemon.log").read_text(), "the log", proc)
