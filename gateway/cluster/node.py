@@ -203,7 +203,13 @@ class ClusterNode:
 
     async def start(self) -> None:
         """The first heartbeat (raises ``StorageUnavailableError`` when the database is away),
-        then the loops."""
+        then the loops. What an earlier process of this node id still held (it was killed, and
+        came back before its leases ran out) is let go first: renewed here, its lanes would be
+        this process's with nothing of theirs running, and the messages parked under them would
+        wait for ever (a new take of a lane, under a new token, runs them)."""
+        freed = await self.store.write(partial(pc.leave, node_id=self.node_id))
+        if freed:
+            self.log.info("cluster.earlier_process_let_go", leases=freed)
         await self._tick()
         self._tasks = [
             asyncio.create_task(self._heartbeats(), name="cluster-heartbeat"),

@@ -274,15 +274,19 @@ class ClusterDuties:
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
 
-    def idle(self, key: str) -> None:
+    def idle(self, key: str, *, ran_here: bool = True) -> None:
+        """``ran_here``: the rows claimed under the lane ran here (settled as it goes); not so for a
+        lane let go because nothing of its chat ran here (``_let_quiet_lanes_go``)."""
         # rows taken from the chat's inbox are on their way into the lane: letting it go would
         # settle them unrun (``finish_claimed``); the inbox run lets it go when it is done
         if key in self._releasing or key in self._inbox_turns or self.node.lane_token(key) is None:
             return
+        # at a stop, jobs were dropped: their rows stay for the next owner
+        settle = ran_here and not (self.stopping or self._stopped)
 
         async def release() -> None:
-            try:  # at a stop, jobs were dropped: their rows stay for the next owner
-                await self.node.release_lane(key, settle=not (self.stopping or self._stopped))
+            try:
+                await self.node.release_lane(key, settle=settle)
             finally:
                 self._releasing.pop(key, None)
 
@@ -302,15 +306,18 @@ class ClusterDuties:
         """A message for a chat another live node serves goes to that node's inbox. Only what
         nobody waits for here (a webhook's update): an HTTP API caller waits on this node, which
         then waits for the chat (``enter``); a message with files stays here too (its files were
-        fetched by this node). A message this node runs joins its lane only after what waited in
-        the chat's inbox (handed here while another node served the chat, which then died): the
+        fetched by this node), but takes the chat's lane when nobody serves it, so that it is
+        parked under it. A message this node runs joins its lane only after what waited in the
+        chat's inbox (handed here while another node served the chat, which then died): the
         chat's order holds across a failover."""
-        if _RUNNING.get() is msg or msg.awaits_answer or msg.attachments:
+        if _RUNNING.get() is msg or msg.awaits_answer:
             return False  # a row of the inbox itself (run here in its turn), or one that waits here
         pending = False
         if self.node.lane_token(key) is None:
             try:
                 claim = await self.node.claim_lane(key)
+                if claim.owner and not claim.mine and msg.attachments:
+                    return False  # it waits here for the chat (``enter``): not parked, a gap the README names
                 if claim.owner and not claim.mine:
                     await self.node.store.write(self.node.hand_off(key, to_payload(msg), claim.owner,
                                                                    platform=msg.platform, delivery_key=msg.delivery_key))
@@ -384,5 +391,5 @@ class ClusterDuties:
                  if not lanes.busy(key) and key not in self._inbox_turns and not self.node.inbox_due(key)}
         for key in sorted(quiet & before):
             log.info("cluster.quiet_lane_let_go", session_key=key)
-            self.idle(key)
+            self.idle(key, ran_here=False)
         return quiet
