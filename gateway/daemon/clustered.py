@@ -330,16 +330,18 @@ class ClusterDuties:
             pending = claim.pending
         if pending or self.node.inbox_due(key):
             with contextlib.suppress(*_DOWN):
-                await self._run_inbox(key)
+                await self._run_inbox(key, then_let_go=False)  # the message goes into the lane next
         return False
 
-    async def _run_inbox(self, key: str) -> None:
+    async def _run_inbox(self, key: str, *, then_let_go: bool = True) -> None:
         """What other nodes handed to this chat's lane (or parked in it and died), in order, into the
         lane here. A row is the message's parked row (``gateway.routing.parking``): done when its
         answer is stored or its job ended, when a handed copy's question is stored
         (``inbound.record``), or when the lane runs dry; the others once the router answered them.
         A crash before that leaves it to the chat's next owner; none is run twice. One run per chat at a time: a
-        message that came directly waits here until the rows ahead of it are in the lane."""
+        message that came directly waits here until the rows ahead of it are in the lane.
+        ``then_let_go``: the lane goes when nothing of the rows waits in it (not for a message
+        that came directly: it is parked under the lane next)."""
         if self._stopped or self.stopping:
             return  # left in the inbox: the node that takes the chat over runs them
         turn = self._inbox_turns.setdefault(key, _InboxTurn())
@@ -368,7 +370,7 @@ class ClusterDuties:
             turn.users -= 1
             if not turn.users:
                 del self._inbox_turns[key]
-                if not self._runtime.services.lanes.busy(key):  # each row was answered at once, or none came
+                if then_let_go and not self._runtime.services.lanes.busy(key):  # each row answered at once
                     self.idle(key)
 
     # -- every heartbeat --------------------------------------------------------------------
