@@ -161,8 +161,11 @@ class EventRetries:
         if not any(not s.silent for s in self.open_sockets):
             return None
         envelope_id = f"env-{next(self._ids)}"
-        await self._live_socket().ws.send_json({
-            "envelope_id": envelope_id, "type": "events_api", "payload": body, "accepts_response_payload": False,
-            "retry_attempt": retry, "retry_reason": reason,
-        })
+        try:
+            await self._live_socket().ws.send_json({
+                "envelope_id": envelope_id, "type": "events_api", "payload": body, "accepts_response_payload": False,
+                "retry_attempt": retry, "retry_reason": reason,
+            })
+        except (ConnectionResetError, aiohttp.ClientError):
+            return None  # the client died and its socket is closing: as if none were live (Slack retries)
         return envelope_id
