@@ -139,20 +139,17 @@ class Parking:
             c, key, msg.platform, msg.user_id, payload, now=now, node_id=node_id, token=token))
         return ParkTicket(park_id)
 
-    async def settle(self, ticket: ParkTicket | None, key: str | None = None) -> None:
-        """The message was answered (or stopped): its row goes, unless its answer took it. A
-        failure is logged: the row is then taken again at the next start. With ``key`` on several
-        nodes, only while this node still serves the chat: else the row is its new owner's."""
+    async def settle(self, ticket: ParkTicket | None) -> None:
+        """The message was answered before it reached a lane (a notice, an unreadable row): its row
+        goes. A failure is logged: the row is then taken again at the next start."""
         if ticket is not None and not ticket.settled:
-            await self._write(ticket, self._settle_op(ticket, self._fence(key)))
+            await self._write(ticket, ticket.settle_op())
 
-    def _fence(self, key: str | None) -> Fence | None:
+    def _fence(self, key: str) -> Fence | None:
         """On several nodes, the check that this node still holds ``key``'s lane under its token
-        now (None: it does not hold it); ``_unfenced`` where there is nothing to check."""
+        now (None: it does not hold it); ``_unfenced`` on one node."""
         gate = self._lanes.gate
-        if key is None or gate is None:
-            return _unfenced
-        return gate.fence(key)
+        return _unfenced if gate is None else gate.fence(key)
 
     @staticmethod
     def _settle_op(ticket: ParkTicket, fence: Fence | None) -> Callable[..., None] | None:
